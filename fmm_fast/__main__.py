@@ -1,0 +1,5 @@
+import sys
+
+from fmm_fast.cli import main
+
+sys.exit(main())

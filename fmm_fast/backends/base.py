@@ -1,0 +1,39 @@
+"""The backend protocol: anything that turns token ids into logits (and MaSF signals).
+
+PyTorch and ONNX Runtime implement it; so can a custom scorer. Measures, evaluation and MaSF only
+talk to this protocol (usually through :class:`fmm_fast.engine.MaskBatchEngine`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from fmm_fast.types import ModelInfo
+
+
+@dataclass
+class ForwardOutput:
+    """logits: (B, C) float32. signals: (B, L+1, D) float32 per-layer max over non-pad tokens, or None."""
+
+    logits: np.ndarray
+    signals: np.ndarray | None = None
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """Minimal scorer protocol. A custom scorer needs `info`, `name` and `forward`.
+
+    forward(input_ids (B, T) int64, attention_mask (B, T) int64, with_signals) -> ForwardOutput.
+    Inputs are right-padded; attention_mask is 1 on real tokens. `with_signals=True` may raise
+    UserError when the model has no hidden-state output.
+    """
+
+    info: ModelInfo
+    name: str
+
+    def forward(
+        self, input_ids: np.ndarray, attention_mask: np.ndarray, with_signals: bool = False
+    ) -> ForwardOutput: ...

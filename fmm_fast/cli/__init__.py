@@ -1,0 +1,49 @@
+"""Console entry point `fmm-fast`: one command per module, user mistakes become one line + exit 2."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+from fmm_fast.cli.app import app
+from fmm_fast.errors import UserError
+
+COMMAND_MODULES = ["train", "export", "explain", "evaluate", "masf", "report", "demo"]
+
+
+def _register() -> None:
+    for name in COMMAND_MODULES:
+        try:
+            importlib.import_module(f"fmm_fast.cli.{name}")
+        except ModuleNotFoundError as error:
+            if error.name != f"fmm_fast.cli.{name}":
+                raise
+
+
+def main(argv: list[str] | None = None) -> int:
+    _register()
+    try:
+        app(args=argv, standalone_mode=False)
+    except UserError as error:
+        print(f"fmm-fast: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("fmm-fast: interrupted; finished steps are saved, rerun the same command to resume.",
+              file=sys.stderr)
+        return 130
+    except SystemExit as exit_:
+        return int(exit_.code or 0)
+    except Exception as error:  # click usage errors come through here in standalone_mode=False
+        import click
+
+        if isinstance(error, click.exceptions.ClickException):
+            error.show()
+            return 2
+        if isinstance(error, click.exceptions.Abort):
+            return 1
+        raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,143 @@
+"""The mask-batch engine: many masked variants of few inputs, evaluated in few large batches.
+
+Requests are plain token-id arrays. The engine drops duplicates (and rows it evaluated recently),
+sorts the rest by length so no batch pads beyond its own longest row, packs batches under a token
+budget (memory stays bounded whatever the request count), runs them on any backend, and returns
+results in request order.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from fmm_fast.backends.base import Backend
+from fmm_fast.types import pad_batch
+
+
+@dataclass
+class EngineStats:
+    requested_rows: int = 0  # rows asked for
+    forward_rows: int = 0  # rows actually run through the model
+    forward_tokens: int = 0  # non-padding tokens run through the model
+    padded_tokens: int = 0  # padding positions run through the model
+    batches: int = 0
+    model_seconds: float = 0.0  # wall time inside backend.forward
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+class MaskBatchEngine:
+    """Evaluate many token sequences with deduplication, length bucketing and token-budget packing.
+
+    token_budget bounds rows × padded length per batch; max_rows bounds rows per batch.
+    cache_rows keeps the logits of that many recently evaluated rows, so e.g. the pass that scored
+    an erasure step serves as the leave-one-out reference of the next step without running again.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        token_budget: int = 16384,
+        max_rows: int = 512,
+        cache_rows: int = 100_000,
+    ) -> None:
+        if token_budget < 1 or max_rows < 1:
+            raise ValueError("token_budget and max_rows must be positive")
+        self.backend = backend
+        self.token_budget = token_budget
+        self.max_rows = max_rows
+        self.cache_rows = cache_rows
+        self.stats = EngineStats()
+        self._cache: OrderedDict[bytes, np.ndarray] = OrderedDict()
+
+    @property
+    def info(self):
+        return self.backend.info
+
+    def logits(self, sequences: Sequence[np.ndarray], progress=None) -> np.ndarray:
+        """(N,) sequences of (T_i,) int64 -> (N, C) float32 logits, in request order."""
+        self.stats.requested_rows += len(sequences)
+        keys = [np.asarray(s, dtype=np.int64).tobytes() for s in sequences]
+        missing: dict[bytes, np.ndarray] = {}
+        for key, seq in zip(keys, sequences, strict=True):
+            if key in self._cache:
+                self._cache.move_to_end(key)
+            elif key not in missing:
+                missing[key] = np.asarray(seq, dtype=np.int64)
+        fresh: dict[bytes, np.ndarray] = {}
+        missing_keys = list(missing)
+        for batch_keys, output in self._run([missing[k] for k in missing_keys], missing_keys, False, progress):
+            fresh.update(zip(batch_keys, output.logits, strict=True))
+        num_labels = self.info.num_labels
+        out = np.empty((len(sequences), num_labels), dtype=np.float32)
+        for row, key in enumerate(keys):
+            out[row] = fresh[key] if key in fresh else self._cache[key]
+        self._remember(fresh)
+        return out
+
+    def signals(self, sequences: Sequence[np.ndarray], progress=None) -> np.ndarray:
+        """(N,) sequences -> (N, L+1, D) float32 MaSF signals, in request order (deduplicated, not cached)."""
+        self.stats.requested_rows += len(sequences)
+        keys = [np.asarray(s, dtype=np.int64).tobytes() for s in sequences]
+        unique: dict[bytes, np.ndarray] = {}
+        for key, seq in zip(keys, sequences, strict=True):
+            unique.setdefault(key, np.asarray(seq, dtype=np.int64))
+        unique_keys = list(unique)
+        found: dict[bytes, np.ndarray] = {}
+        for batch_keys, output in self._run([unique[k] for k in unique_keys], unique_keys, True, progress):
+            assert output.signals is not None
+            found.update(zip(batch_keys, output.signals, strict=True))
+        return np.stack([found[k] for k in keys]) if keys else np.empty((0, 0, 0), np.float32)
+
+    def _run(
+        self, sequences: list[np.ndarray], keys: list[bytes], with_signals: bool, progress
+    ) -> Iterator[tuple[list[bytes], object]]:
+        for rows in self._pack([len(s) for s in sequences]):
+            batch = [sequences[i] for i in rows]
+            input_ids, attention_mask = pad_batch(batch, self.info.pad_id)
+            start = time.perf_counter()
+            output = self.backend.forward(input_ids, attention_mask, with_signals=with_signals)
+            self.stats.model_seconds += time.perf_counter() - start
+            real = int(attention_mask.sum())
+            self.stats.batches += 1
+            self.stats.forward_rows += len(rows)
+            self.stats.forward_tokens += real
+            self.stats.padded_tokens += attention_mask.size - real
+            if progress is not None:
+                progress.update(len(rows))
+            yield [keys[i] for i in rows], output
+
+    def _pack(self, lengths: list[int]) -> Iterator[list[int]]:
+        """Group row indices into batches: sorted by length, rows × longest ≤ token_budget."""
+        order = np.argsort(np.asarray(lengths, dtype=np.int64), kind="stable")
+        batch: list[int] = []
+        for index in order:
+            longest = lengths[index]  # ascending order: the newest row is the longest
+            if batch and ((len(batch) + 1) * longest > self.token_budget or len(batch) >= self.max_rows):
+                yield batch
+                batch = []
+            batch.append(int(index))
+        if batch:
+            yield batch
+
+    def _remember(self, fresh: dict[bytes, np.ndarray]) -> None:
+        if self.cache_rows <= 0:
+            return
+        self._cache.update(fresh)
+        while len(self._cache) > self.cache_rows:
+            self._cache.popitem(last=False)
+
+
+def mask_positions(input_ids: np.ndarray, masks: np.ndarray, mask_id: int) -> list[np.ndarray]:
+    """Masked copies of one sequence.
+
+    input_ids: (T,) int64; masks: (K, T) bool, True = replace by mask_id. Returns K arrays of shape (T,).
+    """
+    copies = np.where(masks, mask_id, input_ids[None, :]).astype(np.int64)
+    return list(copies)

@@ -1,0 +1,85 @@
+"""Core data types shared by data loading, backends, measures, evaluation and MaSF."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class EncodedSplit:
+    """A tokenized split, ragged (no padding): one array per example.
+
+    input_ids[i]: (T_i,) int64 token ids, specials included.
+    explained[i]: (T_i,) bool, first-segment non-special tokens (what evaluation may mask).
+    maskable[i]:  (T_i,) bool, all non-special tokens of both segments (what training may mask).
+    labels:       (N,) int64 gold label index.
+    """
+
+    input_ids: list[np.ndarray]
+    explained: list[np.ndarray]
+    maskable: list[np.ndarray]
+    labels: np.ndarray
+    texts: list[tuple[str, str | None]] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+    def subset(self, indices: np.ndarray | list[int]) -> EncodedSplit:
+        idx = [int(i) for i in indices]
+        return EncodedSplit(
+            input_ids=[self.input_ids[i] for i in idx],
+            explained=[self.explained[i] for i in idx],
+            maskable=[self.maskable[i] for i in idx],
+            labels=self.labels[idx],
+            texts=[self.texts[i] for i in idx] if self.texts else [],
+        )
+
+
+@dataclass
+class ModelInfo:
+    """What every backend knows about its model; travels in checkpoints and ONNX metadata."""
+
+    label_names: list[str]
+    mask_id: int
+    pad_id: int
+    special_ids: list[int]
+    max_length: int
+    num_hidden_layers: int
+    hidden_size: int
+    strategy: str = "unknown"  # plain | masked | only-masked | unknown
+    dataset: str = ""
+    source: str = ""  # the PyTorch checkpoint this model came from, if any
+
+    @property
+    def num_labels(self) -> int:
+        return len(self.label_names)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> ModelInfo:
+        return cls(**json.loads(text))
+
+
+def pad_batch(sequences: list[np.ndarray], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """Right-pad ragged sequences.
+
+    Returns input_ids (B, T) int64 and attention_mask (B, T) int64, T = longest sequence.
+    """
+    width = max(len(s) for s in sequences)
+    input_ids = np.full((len(sequences), width), pad_id, dtype=np.int64)
+    attention_mask = np.zeros((len(sequences), width), dtype=np.int64)
+    for row, seq in enumerate(sequences):
+        input_ids[row, : len(seq)] = seq
+        attention_mask[row, : len(seq)] = 1
+    return input_ids, attention_mask
+
+
+def unpad(input_ids: np.ndarray, attention_mask: np.ndarray) -> list[np.ndarray]:
+    """Inverse of pad_batch for right-padded (B, T) arrays: one (T_i,) array per row."""
+    lengths = attention_mask.astype(bool).sum(axis=1)
+    return [input_ids[row, :n].astype(np.int64) for row, n in enumerate(lengths)]

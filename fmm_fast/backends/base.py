@@ -7,7 +7,7 @@ talk to this protocol (usually through :class:`fmm_fast.engine.MaskBatchEngine`)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -37,3 +37,18 @@ class Backend(Protocol):
     def forward(
         self, input_ids: np.ndarray, attention_mask: np.ndarray, with_signals: bool = False
     ) -> ForwardOutput: ...
+
+
+@runtime_checkable
+class GradientBackend(Backend, Protocol):
+    """A backend that also gives autograd access (PyTorch). Gradient measures need it.
+
+    embedding_matrix() -> (V, E) torch tensor: the word-embedding matrix W.
+    logits_from_embeddings(embeddings (B, T, E), attention_mask (B, T), input_ids (B, T)) -> (B, C) logits,
+    differentiable w.r.t. `embeddings`, which replace W[input_ids] (position / type embeddings are still added
+    inside the model; input_ids is given for models whose token types derive from it).
+    """
+
+    def embedding_matrix(self) -> Any: ...
+
+    def logits_from_embeddings(self, embeddings: Any, attention_mask: Any, input_ids: Any) -> Any: ...

@@ -1,0 +1,42 @@
+"""The measure interface: one call signature for every importance measure."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from fmm_fast.engine import MaskBatchEngine
+
+
+@dataclass
+class ExplainBatch:
+    """A right-padded batch to explain.
+
+    input_ids: (B, T) int64; attention_mask: (B, T) int64 (1 = real token);
+    labels: (B,) int64 gold labels (the target logit); explained: (B, T) bool, tokens a measure may score
+    (first segment, non-special). Tokens already equal to the mask id count as explained but masked.
+    """
+
+    input_ids: np.ndarray
+    attention_mask: np.ndarray
+    labels: np.ndarray
+    explained: np.ndarray
+
+
+class Measure(ABC):
+    """An importance measure. Subclasses declare `name`, `signed`, `needs_gradients`, `recursive`.
+
+    explain(batch, engine) -> (B, T) float64 scores; positions outside `explained` score 0.
+    `recursive = False` marks measures computed once on the unmasked input (beam search).
+    """
+
+    name: ClassVar[str]
+    signed: ClassVar[bool]
+    needs_gradients: ClassVar[bool] = False
+    recursive: ClassVar[bool] = True
+
+    @abstractmethod
+    def explain(self, batch: ExplainBatch, engine: MaskBatchEngine) -> np.ndarray: ...

@@ -1,0 +1,222 @@
+"""Models: one PyTorch wrapper used for training, the PyTorch backend and ONNX export.
+
+A checkpoint directory holds a Hugging Face model (`config.json`, weights), the tokenizer as
+`tokenizer.json` (a `tokenizers.Tokenizer`, the only tokenizer fmm-fast uses) and `fmm_info.json`
+(:class:`fmm_fast.types.ModelInfo`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer
+from torch import nn
+
+from fmm_fast.errors import UserError
+from fmm_fast.types import ModelInfo
+
+INFO_FILE = "fmm_info.json"
+TOKENIZER_FILE = "tokenizer.json"
+TINY_ROBERTA = "tiny-roberta"
+
+
+def quiet_transformers() -> None:
+    """Silence transformers' load reports and weight-loading progress bars (fmm-fast shows its own)."""
+    from transformers.utils import logging
+
+    logging.set_verbosity_error()
+    logging.disable_progress_bar()
+
+
+class SequenceClassifier(nn.Module):
+    """A Hugging Face sequence classifier with fmm-fast's calling convention.
+
+    forward(input_ids (B, T) int64, attention_mask (B, T) int64, with_signals, inputs_embeds (B, T, E) | None)
+    -> logits (B, C) and, with signals, (B, L+1, D): per hidden state, the max over non-pad positions.
+    Token types (BERT pairs) are derived from input_ids: 1 after the first separator, so a backend never
+    needs them as an input.
+    """
+
+    def __init__(self, hf_model: nn.Module, sep_id: int | None) -> None:
+        super().__init__()
+        self.hf_model = hf_model
+        uses_token_types = getattr(hf_model.config, "type_vocab_size", 1) > 1
+        self.sep_id = sep_id if uses_token_types else None
+
+    @property
+    def word_embeddings(self) -> nn.Embedding:
+        return self.hf_model.get_input_embeddings()
+
+    def token_type_ids(self, input_ids: torch.Tensor) -> torch.Tensor:
+        is_sep = (input_ids == self.sep_id).long()
+        # the first separator itself belongs to segment 0, everything after it to segment 1
+        return ((torch.cumsum(is_sep, dim=1) - is_sep) > 0).long()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        with_signals: bool = False,
+        inputs_embeds: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        extra = {}
+        if self.sep_id is not None:
+            extra["token_type_ids"] = self.token_type_ids(input_ids)
+        output = self.hf_model(
+            input_ids=None if inputs_embeds is not None else input_ids,
+            inputs_embeds=inputs_embeds,
+            attention_mask=attention_mask,
+            output_hidden_states=with_signals,
+            **extra,
+        )
+        if not with_signals:
+            return output.logits, None
+        hidden = torch.stack(output.hidden_states, dim=1)  # (B, L+1, T, D)
+        real = attention_mask[:, None, :, None].bool()
+        lowest = torch.finfo(hidden.dtype).min
+        return output.logits, hidden.masked_fill(~real, lowest).amax(dim=2)
+
+
+def configure_tokenizer(tokenizer: Tokenizer, max_length: int) -> Tokenizer:
+    """A copy that truncates pairs longest-first to max_length (specials included) and never pads."""
+    configured = Tokenizer.from_str(tokenizer.to_str())
+    configured.no_padding()
+    configured.enable_truncation(max_length=max_length, strategy="longest_first")
+    return configured
+
+
+def train_tiny_tokenizer(texts: list[str], vocab_size: int = 4000) -> Tokenizer:
+    """A byte-level BPE tokenizer with RoBERTa's specials and pair template, trained in seconds."""
+    from tokenizers import decoders, models, pre_tokenizers, processors, trainers
+
+    tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(texts, trainer=trainer)
+    tokenizer.post_processor = processors.RobertaProcessing(
+        ("</s>", tokenizer.token_to_id("</s>")), ("<s>", tokenizer.token_to_id("<s>"))
+    )
+    return tokenizer
+
+
+def build_tiny_roberta(
+    texts: list[str], label_names: list[str], layers: int = 2, width: int = 64, seed: int = 0
+) -> tuple[SequenceClassifier, Tokenizer, ModelInfo]:
+    """A small RoBERTa trained from scratch: BPE tokenizer on `texts`, random weights from `seed`."""
+    from transformers import RobertaConfig, RobertaForSequenceClassification
+
+    tokenizer = train_tiny_tokenizer(texts)
+    max_length = 512
+    config = RobertaConfig(
+        vocab_size=tokenizer.get_vocab_size(),
+        hidden_size=width,
+        num_hidden_layers=layers,
+        num_attention_heads=max(1, width // 32),
+        intermediate_size=width * 4,
+        max_position_embeddings=max_length + 2,
+        type_vocab_size=1,
+        pad_token_id=tokenizer.token_to_id("<pad>"),
+        bos_token_id=tokenizer.token_to_id("<s>"),
+        eos_token_id=tokenizer.token_to_id("</s>"),
+        num_labels=len(label_names),
+        id2label=dict(enumerate(label_names)),
+        label2id={name: i for i, name in enumerate(label_names)},
+    )
+    torch.manual_seed(seed)
+    hf_model = RobertaForSequenceClassification(config)
+    info = ModelInfo(
+        label_names=list(label_names),
+        mask_id=tokenizer.token_to_id("<mask>"),
+        pad_id=tokenizer.token_to_id("<pad>"),
+        special_ids=sorted(tokenizer.token_to_id(t) for t in ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]),
+        max_length=max_length,
+        num_hidden_layers=layers,
+        hidden_size=width,
+        source=TINY_ROBERTA,
+    )
+    return SequenceClassifier(hf_model, sep_id=None), configure_tokenizer(tokenizer, max_length), info
+
+
+def load_pretrained(name: str, label_names: list[str]) -> tuple[SequenceClassifier, Tokenizer, ModelInfo]:
+    """A Hugging Face encoder (name or local path) with a fresh classification head for `label_names`."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    quiet_transformers()
+    try:
+        hf_tokenizer = AutoTokenizer.from_pretrained(name)
+        hf_model = AutoModelForSequenceClassification.from_pretrained(
+            name,
+            num_labels=len(label_names),
+            id2label=dict(enumerate(label_names)),
+            label2id={label: i for i, label in enumerate(label_names)},
+            ignore_mismatched_sizes=True,
+        )
+    except (OSError, ValueError) as error:
+        raise UserError(
+            f"cannot load model '{name}': {str(error).splitlines()[0]}; give a Hugging Face model name (needs "
+            f"network), a local model directory, or '{TINY_ROBERTA}'"
+        ) from error
+    backend_tokenizer = getattr(hf_tokenizer, "backend_tokenizer", None)
+    if backend_tokenizer is None or hf_tokenizer.mask_token_id is None:
+        raise UserError(f"model '{name}' needs a fast tokenizer with a mask token (a masked language model)")
+    config = hf_model.config
+    max_length = min(int(hf_tokenizer.model_max_length), 512)
+    info = ModelInfo(
+        label_names=list(label_names),
+        mask_id=int(hf_tokenizer.mask_token_id),
+        pad_id=int(hf_tokenizer.pad_token_id),
+        special_ids=sorted(int(i) for i in hf_tokenizer.all_special_ids),
+        max_length=max_length,
+        num_hidden_layers=int(config.num_hidden_layers),
+        hidden_size=int(config.hidden_size),
+        source=str(name),
+    )
+    model = SequenceClassifier(hf_model, sep_id=hf_tokenizer.sep_token_id)
+    return model, configure_tokenizer(backend_tokenizer, max_length), info
+
+
+def save_checkpoint(
+    directory: Path, model: SequenceClassifier, tokenizer: Tokenizer, info: ModelInfo
+) -> None:
+    """Write a self-contained checkpoint directory (HF model + tokenizer.json + fmm_info.json)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    model.hf_model.save_pretrained(directory)
+    tokenizer.save(str(directory / TOKENIZER_FILE))
+    extra = {"sep_id": model.sep_id}
+    (directory / INFO_FILE).write_text(json.dumps({"info": json.loads(info.to_json()), **extra}, indent=2))
+
+
+def is_checkpoint(path: str | Path) -> bool:
+    return (Path(path) / INFO_FILE).is_file()
+
+
+def load_checkpoint(directory: str | Path) -> tuple[SequenceClassifier, Tokenizer, ModelInfo]:
+    """Load a checkpoint written by save_checkpoint (eval mode, float32)."""
+    from transformers import AutoModelForSequenceClassification
+
+    quiet_transformers()
+    directory = Path(directory)
+    if not is_checkpoint(directory):
+        raise UserError(
+            f"'{directory}' is not an fmm-fast checkpoint (no {INFO_FILE}); train one with `fmm-fast train` "
+            "or export one to ONNX"
+        )
+    record = json.loads((directory / INFO_FILE).read_text())
+    info = ModelInfo(**record["info"])
+    hf_model = AutoModelForSequenceClassification.from_pretrained(directory)
+    hf_model.eval()
+    tokenizer = Tokenizer.from_file(str(directory / TOKENIZER_FILE))
+    model = SequenceClassifier(hf_model, sep_id=record.get("sep_id"))
+    model.eval()
+    if not info.source:
+        info = replace(info, source=str(directory))
+    return model, configure_tokenizer(tokenizer, info.max_length), info

@@ -83,3 +83,18 @@ def unpad(input_ids: np.ndarray, attention_mask: np.ndarray) -> list[np.ndarray]
     """Inverse of pad_batch for right-padded (B, T) arrays: one (T_i,) array per row."""
     lengths = attention_mask.astype(bool).sum(axis=1)
     return [input_ids[row, :n].astype(np.int64) for row, n in enumerate(lengths)]
+
+
+def save_ragged(path, arrays: list[np.ndarray], **extra: np.ndarray) -> None:
+    """Store ragged 1-D arrays as one concatenated array plus offsets (.npz)."""
+    lengths = np.asarray([len(a) for a in arrays], dtype=np.int64)
+    values = np.concatenate(arrays) if arrays else np.empty(0, dtype=np.int64)
+    np.savez_compressed(path, values=values, offsets=np.concatenate([[0], np.cumsum(lengths)]), **extra)
+
+
+def load_ragged(path) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
+    """Inverse of save_ragged: (list of arrays, the extra arrays)."""
+    with np.load(path) as data:
+        values, offsets = data["values"], data["offsets"]
+        extra = {k: data[k] for k in data.files if k not in ("values", "offsets")}
+    return [values[offsets[i] : offsets[i + 1]] for i in range(len(offsets) - 1)], extra

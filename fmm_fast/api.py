@@ -1,0 +1,172 @@
+"""Public Python API: explain batches (plain arrays) or texts with any model or custom scorer."""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from fmm_fast.backends.base import Backend
+from fmm_fast.engine import MaskBatchEngine
+from fmm_fast.evaluate import explain_split
+from fmm_fast.errors import UserError
+from fmm_fast.loading import LoadedModel, gradient_backend, load_model
+from fmm_fast.measures import get_measure
+from fmm_fast.measures.base import ExplainBatch
+from fmm_fast.tokenization import encode_texts
+from fmm_fast.types import EncodedSplit
+
+ModelLike = str | Path | LoadedModel | Backend | MaskBatchEngine
+
+
+def as_engine(model: ModelLike, needs_gradients: bool = False, token_budget: int = 16384) -> MaskBatchEngine:
+    """Wrap whatever the caller has (path, loaded model, backend, engine) in a mask-batch engine."""
+    if isinstance(model, MaskBatchEngine):
+        return model
+    if isinstance(model, str | Path):
+        model = load_model(model)
+    if isinstance(model, LoadedModel):
+        backend = gradient_backend(model) if needs_gradients else model.backend
+    else:
+        backend = model
+    return MaskBatchEngine(backend, token_budget=token_budget)
+
+
+def explain(
+    model: ModelLike,
+    input_ids: np.ndarray,
+    attention_mask: np.ndarray,
+    labels: np.ndarray,
+    explained: np.ndarray,
+    measure: str = "loo-abs",
+    seed: int = 0,
+    **options,
+) -> np.ndarray:
+    """Importance scores for a right-padded batch.
+
+    input_ids, attention_mask: (B, T) int; labels: (B,) int gold labels (the explained logit);
+    explained: (B, T) bool, the tokens to score. Returns (B, T) float64, 0 outside `explained`.
+    `options` are the measure's cost knobs (e.g. ig_steps, gradient_batch_size, beam_size).
+    """
+    chosen = get_measure(measure, seed=seed, **options)
+    batch = ExplainBatch(
+        np.asarray(input_ids, dtype=np.int64),
+        np.asarray(attention_mask, dtype=np.int64),
+        np.asarray(labels, dtype=np.int64),
+        np.asarray(explained, dtype=bool) & np.asarray(attention_mask, dtype=bool),
+    )
+    return chosen.explain(batch, as_engine(model, chosen.needs_gradients))
+
+
+@dataclass
+class Explanation:
+    """One explained example: tokens with their scores, gold label and prediction."""
+
+    tokens: list[str]
+    scores: list[float]
+    explained: list[bool]
+    label: str
+    prediction: str
+    measure: str
+    signed: bool
+
+    def to_html(self) -> str:
+        """Tokens coloured by importance: red for positive, blue for negative (signed measures)."""
+        top = max((abs(s) for s in self.scores), default=0.0) or 1.0
+        spans = []
+        for token, score, is_explained in zip(self.tokens, self.scores, self.explained, strict=True):
+            alpha = abs(score) / top if is_explained else 0.0
+            colour = "220,40,40" if score >= 0 else "40,90,220"
+            spans.append(f'<span title="{score:.4g}" style="background:rgba({colour},{alpha:.2f})">'
+                         f"{html.escape(token)}</span>")
+        return (f"<p><b>{html.escape(self.measure)}</b> label={html.escape(self.label)} "
+                f"prediction={html.escape(self.prediction)}<br>{' '.join(spans)}</p>")
+
+
+def explain_texts(
+    model: str | Path | LoadedModel,
+    texts: list[str],
+    pairs: list[str] | None = None,
+    labels: list[str] | list[int] | None = None,
+    measure: str = "loo-abs",
+    seed: int = 0,
+    **options,
+) -> list[Explanation]:
+    """Explain raw texts (with optional second segments). Without labels, the predicted label is explained.
+
+    A text that truncates to no explained token gets an all-zero explanation.
+    """
+    loaded = model if isinstance(model, LoadedModel) else load_model(model)
+    if not texts or any(not t.strip() for t in texts):
+        raise UserError("every text to explain must be non-empty")
+    names = loaded.info.label_names
+    label_ids = [0] * len(texts) if labels is None else [_label_index(label, names) for label in labels]
+    encoded = encode_texts(loaded.tokenizer, texts, pairs, np.asarray(label_ids, dtype=np.int64))
+    return explain_encoded(loaded, encoded, measure, seed, explain_predicted=labels is None, **options)
+
+
+def explain_encoded(
+    loaded: LoadedModel,
+    encoded: EncodedSplit,
+    measure: str,
+    seed: int = 0,
+    explain_predicted: bool = False,
+    batch_rows: int = 32,
+    on_batch: Callable[[int], None] | None = None,
+    **options,
+) -> list[Explanation]:
+    """Explanations of a tokenized split: scores of the gold label (or of the prediction)."""
+    chosen = get_measure(measure, seed=seed, **options)
+    engine = as_engine(loaded)
+    predictions = engine.logits(encoded.input_ids).argmax(axis=1)
+    if explain_predicted:
+        encoded = replace(encoded, labels=predictions.astype(np.int64))
+    scoring_engine = as_engine(loaded, needs_gradients=True) if chosen.needs_gradients else engine
+    scores = explain_split(chosen, scoring_engine, encoded.input_ids, encoded, batch_rows, on_batch)
+    names = loaded.info.label_names
+    return [
+        Explanation(
+            tokens=[loaded.tokenizer.id_to_token(int(t)) or "" for t in ids],
+            scores=[float(s) for s in row_scores],
+            explained=[bool(e) for e in flags],
+            label=names[int(label)],
+            prediction=names[int(prediction)],
+            measure=chosen.name,
+            signed=chosen.signed,
+        )
+        for ids, row_scores, flags, label, prediction in zip(
+            encoded.input_ids, scores, encoded.explained, encoded.labels, predictions, strict=True
+        )
+    ]
+
+
+def _label_index(label: str | int, names: list[str]) -> int:
+    if isinstance(label, int | np.integer) and 0 <= int(label) < len(names):
+        return int(label)
+    if isinstance(label, str) and label in names:
+        return names.index(label)
+    raise UserError(f"label {label!r} is not one of the model's labels {names}")
+
+
+def save_explanations(path: Path, explanations: list[Explanation], extra: list[dict] | None = None) -> None:
+    """One JSON object per line."""
+    with Path(path).open("w") as handle:
+        for i, item in enumerate(explanations):
+            record = asdict(item) | (extra[i] if extra else {})
+            handle.write(json.dumps(record) + "\n")
+
+
+def load_explanations(path: Path) -> list[Explanation]:
+    fields = set(Explanation.__dataclass_fields__)
+    with Path(path).open() as handle:
+        return [Explanation(**{k: v for k, v in json.loads(line).items() if k in fields}) for line in handle]
+
+
+def write_html(path: Path, explanations: list[Explanation]) -> None:
+    body = "\n".join(e.to_html() for e in explanations)
+    Path(path).write_text(f"<!doctype html><meta charset='utf-8'><title>fmm-fast explanations</title>"
+                          f"<body style='font-family:sans-serif;max-width:60em'>{body}</body>")

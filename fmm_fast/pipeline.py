@@ -1,0 +1,55 @@
+"""The shared front half of every command: model → dataset → tokenized split."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fmm_fast.data import load_dataset
+from fmm_fast.data.base import TextDataset
+from fmm_fast.errors import UserError
+from fmm_fast.loading import LoadedModel
+from fmm_fast.tokenization import encode_split
+from fmm_fast.types import EncodedSplit
+
+
+@dataclass
+class DataOptions:
+    """How to load a dataset: registry name or local file, with its field names."""
+
+    dataset: str
+    split: str = "test"
+    limit: int | None = None
+    seed: int = 0
+    size: int | None = None
+    test_size: int | None = None
+    text_field: str | None = None
+    pair_field: str | None = None
+    label_field: str | None = None
+
+    def load(self) -> TextDataset:
+        return load_dataset(
+            self.dataset, seed=self.seed, size=self.size, test_size=self.test_size,
+            text_field=self.text_field, pair_field=self.pair_field, label_field=self.label_field,
+        )
+
+
+def open_split(model: LoadedModel, options: DataOptions, split: str | None = None) -> tuple[TextDataset,
+                                                                                           EncodedSplit]:
+    """Load, check against the model's labels, truncate to --limit and tokenize with the model's tokenizer."""
+    dataset = options.load()
+    name = split or options.split
+    if name not in dataset.splits:
+        raise UserError(f"dataset '{dataset.name}' has no split '{name}'; choose one of {sorted(dataset.splits)}")
+    if len(dataset.label_names) != model.info.num_labels:
+        raise UserError(
+            f"the model has {model.info.num_labels} labels {model.info.label_names} but dataset "
+            f"'{dataset.name}' has {len(dataset.label_names)} {dataset.label_names}; use a model trained on it"
+        )
+    text_split = dataset.splits[name]
+    if options.limit is not None:
+        if options.limit < 1:
+            raise UserError(f"--limit must be at least 1, got {options.limit}")
+        text_split = text_split.subset(range(min(options.limit, len(text_split))))
+    if len(text_split) == 0:
+        raise UserError(f"split '{name}' of dataset '{dataset.name}' is empty")
+    return dataset, encode_split(model.tokenizer, text_split)

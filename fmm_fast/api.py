@@ -12,8 +12,8 @@ import numpy as np
 
 from fmm_fast.backends.base import Backend
 from fmm_fast.engine import MaskBatchEngine
-from fmm_fast.evaluate import explain_split
 from fmm_fast.errors import UserError
+from fmm_fast.evaluate import explain_split
 from fmm_fast.loading import LoadedModel, gradient_backend, load_model
 from fmm_fast.measures import get_measure
 from fmm_fast.measures.base import ExplainBatch
@@ -81,10 +81,14 @@ class Explanation:
         for token, score, is_explained in zip(self.tokens, self.scores, self.explained, strict=True):
             alpha = abs(score) / top if is_explained else 0.0
             colour = "220,40,40" if score >= 0 else "40,90,220"
-            spans.append(f'<span title="{score:.4g}" style="background:rgba({colour},{alpha:.2f})">'
-                         f"{html.escape(token)}</span>")
-        return (f"<p><b>{html.escape(self.measure)}</b> label={html.escape(self.label)} "
-                f"prediction={html.escape(self.prediction)}<br>{' '.join(spans)}</p>")
+            spans.append(
+                f'<span title="{score:.4g}" style="background:rgba({colour},{alpha:.2f})">'
+                f"{html.escape(token)}</span>"
+            )
+        return (
+            f"<p><b>{html.escape(self.measure)}</b> label={html.escape(self.label)} "
+            f"prediction={html.escape(self.prediction)}<br>{' '.join(spans)}</p>"
+        )
 
 
 def explain_texts(
@@ -168,5 +172,7 @@ def load_explanations(path: Path) -> list[Explanation]:
 
 def write_html(path: Path, explanations: list[Explanation]) -> None:
     body = "\n".join(e.to_html() for e in explanations)
-    Path(path).write_text(f"<!doctype html><meta charset='utf-8'><title>fmm-fast explanations</title>"
-                          f"<body style='font-family:sans-serif;max-width:60em'>{body}</body>")
+    Path(path).write_text(
+        f"<!doctype html><meta charset='utf-8'><title>fmm-fast explanations</title>"
+        f"<body style='font-family:sans-serif;max-width:60em'>{body}</body>"
+    )

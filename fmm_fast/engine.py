@@ -72,7 +72,9 @@ class MaskBatchEngine:
                 missing[key] = np.asarray(seq, dtype=np.int64)
         fresh: dict[bytes, np.ndarray] = {}
         missing_keys = list(missing)
-        for batch_keys, output in self._run([missing[k] for k in missing_keys], missing_keys, False, progress):
+        for batch_keys, output in self._run(
+            [missing[k] for k in missing_keys], missing_keys, False, progress
+        ):
             fresh.update(zip(batch_keys, output.logits, strict=True))
         num_labels = self.info.num_labels
         out = np.empty((len(sequences), num_labels), dtype=np.float32)

@@ -91,8 +91,13 @@ class EvaluationSettings:
     extra: dict = field(default_factory=dict)
 
     def fingerprint(self) -> str:
-        key = {"model": self.model, "dataset": self.dataset, "split": self.split, "seed": self.seed,
-               "limit": self.limit}
+        key = {
+            "model": self.model,
+            "dataset": self.dataset,
+            "split": self.split,
+            "seed": self.seed,
+            "limit": self.limit,
+        }
         return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -134,8 +139,10 @@ class ErasureRun:
         return compute_metrics(self.split.labels, predictions, self.engine.info.num_labels)
 
     def _fully_masked(self) -> list[np.ndarray]:
-        return [np.where(e, self.mask_id, ids) for ids, e in zip(self.split.input_ids, self.split.explained,
-                                                                 strict=True)]
+        return [
+            np.where(e, self.mask_id, ids)
+            for ids, e in zip(self.split.input_ids, self.split.explained, strict=True)
+        ]
 
     # -- state ---------------------------------------------------------------------------------
     def _state_path(self, measure: str) -> Path:
@@ -193,9 +200,14 @@ class ErasureRun:
                 # a fresh measure per step with a step-derived seed: a resumed run redraws identically
                 measure = get_measure(name, seed=self.settings.seed * 1000 + step)
                 if measure.recursive or state["fixed_scores"] is None:
-                    scores = explain_split(measure, self._engine_for(measure), current, self.split,
-                                           self.settings.explain_batch_rows,
-                                           lambda k: progress_update(progress, k))
+                    scores = explain_split(
+                        measure,
+                        self._engine_for(measure),
+                        current,
+                        self.split,
+                        self.settings.explain_batch_rows,
+                        lambda k: progress_update(progress, k),
+                    )
                     if not measure.recursive:
                         state["fixed_scores"] = [s.tolist() for s in scores]
                 else:
@@ -244,9 +256,11 @@ class ErasureRun:
             if shared.get("fingerprint") != self.settings.fingerprint():
                 raise UserError(f"'{self.out_dir}' holds a run with other arguments; use a new --out")
         else:
-            shared = {"fingerprint": self.settings.fingerprint(),
-                      "r0": self._score(list(self.split.input_ids)),
-                      "r1": self._score(self._fully_masked())}
+            shared = {
+                "fingerprint": self.settings.fingerprint(),
+                "r0": self._score(list(self.split.input_ids)),
+                "r1": self._score(self._fully_masked()),
+            }
             self.state_dir.mkdir(parents=True, exist_ok=True)
             write_json(shared_path, shared)
         names = [BASELINE] + [m for m in self.settings.measures if m != BASELINE]
@@ -255,8 +269,9 @@ class ErasureRun:
 
     def _result(self, states: dict[str, dict], seconds: float) -> dict:
         metric_names = list(states[BASELINE]["curve"][0])
-        curves = {name: {m: [point[m] for point in s["curve"]] for m in metric_names}
-                  for name, s in states.items()}
+        curves = {
+            name: {m: [point[m] for point in s["curve"]] for m in metric_names} for name, s in states.items()
+        }
         names = list(curves)
         measure_curves = np.asarray([curves[n][self.metric] for n in names], dtype=np.float64)
         baseline = np.repeat(measure_curves[names.index(BASELINE)][None, :], len(names), axis=0)

@@ -38,13 +38,17 @@ def load_model(path: str | Path, device: str = "auto", provider: str = "auto") -
         backend = OnnxBackend.from_file(path, provider=provider)
         return LoadedModel(backend, backend.tokenizer, str(path))
     if not path.exists():
-        raise UserError(f"model '{path}' does not exist; give a checkpoint directory from `fmm-fast train` "
-                        "or an ONNX file from `fmm-fast export`")
+        raise UserError(
+            f"model '{path}' does not exist; give a checkpoint directory from `fmm-fast train` "
+            "or an ONNX file from `fmm-fast export`"
+        )
     if device == "cuda":
         import torch
 
         if not torch.cuda.is_available():
-            raise UserError("--device cuda was asked for but PyTorch sees no CUDA device; use --device auto or cpu")
+            raise UserError(
+                "--device cuda was asked for but PyTorch sees no CUDA device; use --device auto or cpu"
+            )
     from fmm_fast.backends.torch_backend import TorchBackend
 
     model, tokenizer, info = load_checkpoint(path)

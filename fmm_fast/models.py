@@ -162,8 +162,8 @@ def load_pretrained(name: str, label_names: list[str]) -> tuple[SequenceClassifi
         )
     except (OSError, ValueError) as error:
         raise UserError(
-            f"cannot load model '{name}': {str(error).splitlines()[0]}; give a Hugging Face model name (needs "
-            f"network), a local model directory, or '{TINY_ROBERTA}'"
+            f"cannot load model '{name}': {str(error).splitlines()[0]}; give a Hugging Face model name "
+            f"(needs network), a local model directory, or '{TINY_ROBERTA}'"
         ) from error
     backend_tokenizer = getattr(hf_tokenizer, "backend_tokenizer", None)
     if backend_tokenizer is None or hf_tokenizer.mask_token_id is None:

@@ -28,22 +28,31 @@ class DataOptions:
 
     def load(self) -> TextDataset:
         return load_dataset(
-            self.dataset, seed=self.seed, size=self.size, test_size=self.test_size,
-            text_field=self.text_field, pair_field=self.pair_field, label_field=self.label_field,
+            self.dataset,
+            seed=self.seed,
+            size=self.size,
+            test_size=self.test_size,
+            text_field=self.text_field,
+            pair_field=self.pair_field,
+            label_field=self.label_field,
         )
 
 
-def open_split(model: LoadedModel, options: DataOptions, split: str | None = None) -> tuple[TextDataset,
-                                                                                           EncodedSplit]:
+def open_split(
+    model: LoadedModel, options: DataOptions, split: str | None = None
+) -> tuple[TextDataset, EncodedSplit]:
     """Load, check against the model's labels, truncate to --limit and tokenize with the model's tokenizer."""
     dataset = options.load()
     name = split or options.split
     if name not in dataset.splits:
-        raise UserError(f"dataset '{dataset.name}' has no split '{name}'; choose one of {sorted(dataset.splits)}")
+        raise UserError(
+            f"dataset '{dataset.name}' has no split '{name}'; choose one of {sorted(dataset.splits)}"
+        )
     if len(dataset.label_names) != model.info.num_labels:
         raise UserError(
             f"the model has {model.info.num_labels} labels {model.info.label_names} but dataset "
-            f"'{dataset.name}' has {len(dataset.label_names)} {dataset.label_names}; use a model trained on it"
+            f"'{dataset.name}' has {len(dataset.label_names)} {dataset.label_names}; "
+            "use a model trained on it"
         )
     text_split = dataset.splits[name]
     if options.limit is not None:

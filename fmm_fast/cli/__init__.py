@@ -28,8 +28,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fmm-fast: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("fmm-fast: interrupted; finished steps are saved, rerun the same command to resume.",
-              file=sys.stderr)
+        print(
+            "fmm-fast: interrupted; finished steps are saved, rerun the same command to resume.",
+            file=sys.stderr,
+        )
         return 130
     except SystemExit as exit_:
         return int(exit_.code or 0)

@@ -37,17 +37,19 @@ from fmm_fast.runrecord import ensure_writable, versions, write_json
 def evaluate(
     model: ModelOption,
     out: Path = typer.Option(..., "--out", help="Output directory (result.json, curves.csv, curves.png)."),
-    measure: list[str] = typer.Option(  # noqa: B006
+    measure: list[str] = typer.Option(
         ["loo-abs"], "--measure", "-m", help="Importance measure; repeat for several. `rand` always runs."
     ),
     dataset: DatasetOption = "movie-snippets",
     split: str = typer.Option("test", help="Split to erase."),
-    seed: list[int] = typer.Option([0], "--seed", help="Seed of the `rand` baseline; repeat for several."),  # noqa: B006
+    seed: list[int] = typer.Option([0], "--seed", help="Seed of the `rand` baseline; repeat for several."),
     limit: LimitOption = None,
     device: DeviceOption = "auto",
     token_budget: TokenBudgetOption = 16384,
     explain_batch_rows: int = typer.Option(32, help="Examples per explain call (a cost knob)."),
-    save_masked: bool = typer.Option(False, help="Save every masked test set (for `fmm-fast masf --measure`)."),
+    save_masked: bool = typer.Option(
+        False, help="Save every masked test set (for `fmm-fast masf --measure`)."
+    ),
     size: SizeOption = None,
     test_size: TestSizeOption = None,
     text_field: TextFieldOption = None,
@@ -67,29 +69,53 @@ def evaluate(
     data = DataOptions(dataset, split, limit, 0, size, test_size, text_field, pair_field, label_field)
     text_dataset, encoded = open_split(loaded, data)
     engine = MaskBatchEngine(loaded.backend, token_budget=token_budget)
-    print(f"model {model} on {loaded.backend.name}; {text_dataset.name}/{split}: {len(encoded)} examples; "
-          f"measures: {', '.join([BASELINE, *[m for m in measure if m != BASELINE]])}", file=sys.stderr)
+    print(
+        f"model {model} on {loaded.backend.name}; {text_dataset.name}/{split}: {len(encoded)} examples; "
+        f"measures: {', '.join([BASELINE, *[m for m in measure if m != BASELINE]])}",
+        file=sys.stderr,
+    )
     rows = []
     for s in seed:
         run_dir = out / f"seed-{s}"
-        settings = EvaluationSettings(str(model), text_dataset.name, split, s, limit, list(measure),
-                                      explain_batch_rows, save_masked)
+        settings = EvaluationSettings(
+            str(model), text_dataset.name, split, s, limit, list(measure), explain_batch_rows, save_masked
+        )
         started = time.perf_counter()
         run = ErasureRun(
-            settings, encoded, engine, run_dir, text_dataset.metric,
-            gradient_engine=lambda: MaskBatchEngine(gradient_backend(loaded, device), token_budget=token_budget),
+            settings,
+            encoded,
+            engine,
+            run_dir,
+            text_dataset.metric,
+            gradient_engine=lambda: MaskBatchEngine(
+                gradient_backend(loaded, device), token_budget=token_budget
+            ),
             progress_factory=None if quiet else _progress,
         )
         result = run.run()
         record = {
             "kind": "evaluate",
             "fmm_fast_version": __version__,
-            "arguments": {"model": str(model), "measures": list(measure), "dataset": dataset, "split": split,
-                          "seed": s, "limit": limit, "device": device, "token_budget": token_budget,
-                          "explain_batch_rows": explain_batch_rows, "save_masked": save_masked,
-                          "size": size, "test_size": test_size},
-            "model": {"path": str(model), "strategy": loaded.info.strategy, "source": loaded.info.source,
-                      "backend": loaded.backend.name},
+            "arguments": {
+                "model": str(model),
+                "measures": list(measure),
+                "dataset": dataset,
+                "split": split,
+                "seed": s,
+                "limit": limit,
+                "device": device,
+                "token_budget": token_budget,
+                "explain_batch_rows": explain_batch_rows,
+                "save_masked": save_masked,
+                "size": size,
+                "test_size": test_size,
+            },
+            "model": {
+                "path": str(model),
+                "strategy": loaded.info.strategy,
+                "source": loaded.info.source,
+                "backend": loaded.backend.name,
+            },
             "dataset": text_dataset.name,
             "split": split,
             "seed": s,
@@ -116,8 +142,14 @@ def _curve_rows(record: dict) -> list[dict]:
     rows = []
     for name, curve in record["curves"].items():
         for j, ratio in enumerate(record["ratios"]):
-            rows.append({"seed": record["seed"], "measure": name, "ratio": ratio,
-                         **{metric: values[j] for metric, values in curve.items()}})
+            rows.append(
+                {
+                    "seed": record["seed"],
+                    "measure": name,
+                    "ratio": ratio,
+                    **{metric: values[j] for metric, values in curve.items()},
+                }
+            )
     return rows
 
 
@@ -132,11 +164,17 @@ def _write_csv(path: Path, rows: list[dict]) -> None:
 
 def _print_summary(record: dict, run_dir: Path) -> None:
     metric = record["metric"]
-    print(f"\nseed {record['seed']}: {record['dataset']}/{record['split']}, {record['n_examples']} examples, "
-          f"primary metric {metric} (majority baseline {record['majority_baseline']:.3f})")
+    print(
+        f"\nseed {record['seed']}: {record['dataset']}/{record['split']}, {record['n_examples']} examples, "
+        f"primary metric {metric} (majority baseline {record['majority_baseline']:.3f})"
+    )
     print(f"{'measure':<16}{'signed':>7}{'r=0':>8}{'r=0.5':>8}{'r=1':>8}{'ACU':>9}{'RACU':>9}{'seconds':>9}")
     for name, m in record["measures"].items():
         curve = record["curves"][name][metric]
-        print(f"{name:<16}{'yes' if m['signed'] else 'no':>7}{curve[0]:>8.3f}{curve[5]:>8.3f}{curve[-1]:>8.3f}"
-              f"{100 * m['acu']:>9.1f}{100 * m['racu']:>9.1f}{m['seconds']:>9.1f}")
-    print(f"(ACU/RACU ×100; read RACU for unsigned measures, ACU for signed ones) → {run_dir / 'result.json'}")
+        print(
+            f"{name:<16}{'yes' if m['signed'] else 'no':>7}{curve[0]:>8.3f}{curve[5]:>8.3f}{curve[-1]:>8.3f}"
+            f"{100 * m['acu']:>9.1f}{100 * m['racu']:>9.1f}{m['seconds']:>9.1f}"
+        )
+    print(
+        f"(ACU/RACU ×100; read RACU for unsigned measures, ACU for signed ones) → {run_dir / 'result.json'}"
+    )

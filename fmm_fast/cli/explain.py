@@ -30,13 +30,19 @@ from fmm_fast.runrecord import ensure_writable
 @app.command()
 def explain(
     model: ModelOption,
-    measure: str = typer.Option(..., "--measure", "-m", help="e.g. loo-abs, grad-l2, int-grad-sign, beam (= beam-sign-10)."),
-    out: Path = typer.Option(..., "--out", help="Output .jsonl file: tokens, label, prediction, scores per example."),
+    measure: str = typer.Option(
+        ..., "--measure", "-m", help="e.g. loo-abs, grad-l2, int-grad-sign, beam (= beam-sign-10)."
+    ),
+    out: Path = typer.Option(
+        ..., "--out", help="Output .jsonl file: tokens, label, prediction, scores per example."
+    ),
     dataset: DatasetOption = "movie-snippets",
     split: str = typer.Option("test", help="Split to explain."),
     limit: LimitOption = 20,
     seed: int = typer.Option(0, help="Seed of `rand`."),
-    html: bool = typer.Option(False, "--html", help="Also write OUT.html with tokens coloured by importance."),
+    html: bool = typer.Option(
+        False, "--html", help="Also write OUT.html with tokens coloured by importance."
+    ),
     device: DeviceOption = "auto",
     size: SizeOption = None,
     test_size: TestSizeOption = None,

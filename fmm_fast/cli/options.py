@@ -8,25 +8,32 @@ from typing import Annotated
 import typer
 
 ModelOption = Annotated[
-    Path, typer.Option("--model", help="A checkpoint directory (`fmm-fast train`) or an ONNX file (`fmm-fast export`).")
+    Path,
+    typer.Option(
+        "--model", help="A checkpoint directory (`fmm-fast train`) or an ONNX file (`fmm-fast export`)."
+    ),
 ]
 DatasetOption = Annotated[
     str,
     typer.Option(
-        "--dataset", "-d",
+        "--dataset",
+        "-d",
         help="A registry name (babi-1/2/3 and movie-snippets work offline; sst2, imdb, ... need the hub) "
         "or a local .csv/.jsonl/.parquet file with --text-field/--label-field.",
     ),
 ]
 LimitOption = Annotated[int | None, typer.Option(help="Use only the first N examples of the split.")]
 DeviceOption = Annotated[
-    str, typer.Option(help="auto|cpu|cuda: the PyTorch device, or the ONNX Runtime provider for .onnx models.")
+    str,
+    typer.Option(help="auto|cpu|cuda: the PyTorch device, or the ONNX Runtime provider for .onnx models."),
 ]
 TokenBudgetOption = Annotated[
     int, typer.Option(help="Max rows × padded length per forward batch (bounds memory; a cost knob).")
 ]
 SizeOption = Annotated[int | None, typer.Option(help="bAbI: train+validation questions to generate.")]
 TestSizeOption = Annotated[int | None, typer.Option(help="bAbI: test questions to generate.")]
-TextFieldOption = Annotated[str | None, typer.Option(help="Local file: the column holding the explained text.")]
+TextFieldOption = Annotated[
+    str | None, typer.Option(help="Local file: the column holding the explained text.")
+]
 PairFieldOption = Annotated[str | None, typer.Option(help="Local file: the column of the second segment.")]
 LabelFieldOption = Annotated[str | None, typer.Option(help="Local file: the label column.")]

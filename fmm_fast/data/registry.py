@@ -1,0 +1,147 @@
+"""The dataset registry (SPEC §2) and `load_dataset`, which also reads a user's local file."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+from fmm_fast.data.babi import LOCATIONS, babi_splits
+from fmm_fast.data.base import DatasetSpec, TextDataset, TextSplit, cap_splits, check_sizes
+from fmm_fast.data.hub import hub_splits
+from fmm_fast.data.local import LOCAL_EPOCHS, LOCAL_METRIC, is_local_file_name, local_file_splits
+from fmm_fast.data.movie_snippets import LABEL_NAMES as SNIPPET_LABELS
+from fmm_fast.data.movie_snippets import movie_snippet_splits
+from fmm_fast.errors import UserError
+
+_NLI3 = ("entailment", "neutral", "contradiction")
+_NLI2 = ("entailment", "not_entailment")
+_GLUE = "nyu-mll/glue"
+_MIMIC = ("negative", "positive")
+
+_SPECS = [
+    DatasetSpec("babi-1", LOCATIONS, "micro_f1", 20),
+    DatasetSpec("babi-2", LOCATIONS, "micro_f1", 20),
+    DatasetSpec("babi-3", LOCATIONS, "micro_f1", 20),
+    DatasetSpec(
+        "boolq", ("False", "True"), "accuracy", 15,
+        hub_path="google/boolq", first_field="passage", second_field="question", label_field="answer",
+    ),
+    DatasetSpec(
+        "cb", ("entailment", "contradiction", "neutral"), "macro_f1", 50,
+        hub_path="aps/super_glue", hub_config="cb", first_field="premise", second_field="hypothesis",
+    ),
+    DatasetSpec("cola", ("unacceptable", "acceptable"), "matthews", 15, hub_path=_GLUE, hub_config="cola"),
+    DatasetSpec(
+        "imdb", ("neg", "pos"), "macro_f1", 10,
+        hub_path="stanfordnlp/imdb", hub_config="plain_text", first_field="text", test_split="test",
+        shuffle_official_train=True,
+    ),
+    # MIMIC-III is credentialed (PhysioNet): no hub copy. Field names as in the paper's builder.
+    DatasetSpec("mimic-a", _MIMIC, "macro_f1", 20, first_field="text", label_field="diagnosis"),
+    DatasetSpec("mimic-d", _MIMIC, "macro_f1", 20, first_field="text", label_field="diagnosis"),
+    DatasetSpec(
+        "mnli", _NLI3, "accuracy", 10,
+        hub_path=_GLUE, hub_config="mnli", first_field="premise", second_field="hypothesis",
+        test_split="validation_matched",
+    ),
+    DatasetSpec(
+        "mrpc", ("not_equivalent", "equivalent"), "macro_f1", 20,
+        hub_path=_GLUE, hub_config="mrpc", first_field="sentence1", second_field="sentence2",
+    ),
+    # QNLI explains the sentence (which may hold the answer), not the question.
+    DatasetSpec(
+        "qnli", _NLI2, "accuracy", 20,
+        hub_path=_GLUE, hub_config="qnli", first_field="sentence", second_field="question",
+    ),
+    DatasetSpec(
+        "qqp", ("not_duplicate", "duplicate"), "macro_f1", 10,
+        hub_path=_GLUE, hub_config="qqp", first_field="question1", second_field="question2",
+    ),
+    DatasetSpec(
+        "rte", _NLI2, "accuracy", 30,
+        hub_path=_GLUE, hub_config="rte", first_field="sentence1", second_field="sentence2",
+    ),
+    DatasetSpec(
+        "snli", _NLI3, "accuracy", 10,
+        hub_path="stanfordnlp/snli", hub_config="plain_text", first_field="premise",
+        second_field="hypothesis", test_split="test",
+    ),
+    DatasetSpec("sst2", ("negative", "positive"), "accuracy", 10, hub_path=_GLUE, hub_config="sst2"),
+    DatasetSpec("movie-snippets", SNIPPET_LABELS, "accuracy", 10),
+]  # fmt: skip
+DATASETS: dict[str, DatasetSpec] = {spec.name: spec for spec in _SPECS}
+
+# Datasets built without the hub: (seed, size, test_size) -> splits.
+_OFFLINE: dict[str, Callable[..., dict[str, TextSplit]]] = {
+    "babi-1": partial(babi_splits, 1),
+    "babi-2": partial(babi_splits, 2),
+    "babi-3": partial(babi_splits, 3),
+    "movie-snippets": movie_snippet_splits,
+}
+
+
+def dataset_names() -> list[str]:
+    """Every registry name: the paper's 16 and the offline extras."""
+    return list(DATASETS)
+
+
+def load_dataset(
+    name: str,
+    *,
+    seed: int = 0,
+    size: int | None = None,
+    test_size: int | None = None,
+    text_field: str | None = None,
+    pair_field: str | None = None,
+    label_field: str | None = None,
+    label_names: list[str] | None = None,
+) -> TextDataset:
+    """A registry dataset, or a local .csv/.jsonl/.json/.parquet file (then text_field and label_field
+    are required, pair_field optional).
+
+    seed drives generation (bAbI), local splits and size-capped subsets; size caps train+validation,
+    test_size the test split. Local files: label names are the sorted distinct values unless given.
+    """
+    if seed < 0:
+        raise UserError(f"seed {seed} is negative; use a seed ≥ 0")
+    check_sizes(size, test_size)
+    spec = DATASETS.get(name)
+    if spec is None:
+        if not is_local_file_name(name):
+            raise UserError(
+                f"unknown dataset {name!r}; use one of {', '.join(DATASETS)} "
+                "or a path to a .csv/.jsonl/.json/.parquet file"
+            )
+        path = Path(name)
+        splits, names = local_file_splits(
+            path,
+            seed=seed,
+            text_field=text_field,
+            pair_field=pair_field,
+            label_field=label_field,
+            label_names=label_names,
+        )
+        splits = cap_splits(splits, seed=seed, size=size, test_size=test_size)
+        return TextDataset(name, names, LOCAL_METRIC, LOCAL_EPOCHS, splits)
+
+    local_options = {
+        "--text-field": text_field,
+        "--pair-field": pair_field,
+        "--label-field": label_field,
+        "--label-names": label_names,
+    }
+    given = [option for option, value in local_options.items() if value is not None]
+    if given:
+        raise UserError(f"options {', '.join(given)} are for local files only; drop them for dataset {name}")
+    if name in _OFFLINE:
+        splits = _OFFLINE[name](seed=seed, size=size, test_size=test_size)
+    elif spec.hub_path is None:
+        raise UserError(
+            f"dataset {name} comes from MIMIC-III, which is not public (PhysioNet credentialed access); "
+            "export it to a .csv/.jsonl/.parquet file and pass that path with "
+            f"--text-field {spec.first_field} --label-field {spec.label_field}"
+        )
+    else:
+        splits = hub_splits(spec, seed=seed, size=size, test_size=test_size, offline_names=list(_OFFLINE))
+    return TextDataset(spec.name, list(spec.label_names), spec.metric, spec.epochs, splits)

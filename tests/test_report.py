@@ -1,0 +1,324 @@
+"""`fmm-fast report` on synthetic evaluation results: table cells, dropped seeds, files written, errors."""
+
+import json
+import math
+import runpy
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fmm_fast.cli import main
+from fmm_fast.errors import UserError
+from fmm_fast.report import (
+    aggregate,
+    load_report,
+    load_result,
+    measure_sort_key,
+    plot_run_curves,
+    write_report,
+)
+from fmm_fast.stats import RATIOS, bootstrap_ci, format_ci
+
+EXPORT = Path(__file__).resolve().parent.parent / "export"
+SIGNED = {"rand": False, "loo-abs": False, "loo-sign": True, "beam-sign-10": True}
+
+
+def curve(unmasked: float, fully_masked: float, bend: float = 0.0) -> list[float]:
+    """(11,) metric per ratio: a line from the unmasked to the fully masked value, pushed down by `bend`."""
+    line = unmasked + (fully_masked - unmasked) * RATIOS - bend * RATIOS * (1 - RATIOS)
+    return line.tolist()
+
+
+def write_result(
+    root: Path,
+    dataset: str,
+    strategy: str,
+    seed: int,
+    scores: dict[str, tuple[float, float]],
+    unmasked: float,
+    fully_masked: float = 0.5,
+    metric: str = "accuracy",
+    split: str = "test",
+    subdir: str = "",
+) -> Path:
+    """A result.json as `fmm-fast evaluate` writes it. scores: measure -> (acu, racu), read as given."""
+    curves = {
+        name: {metric: curve(unmasked, fully_masked, bend=0.1 * k), "macro_f1": curve(0.3, 0.2)}
+        for k, name in enumerate(scores)
+    }
+    measures = {
+        name: {
+            "signed": SIGNED.get(name, False),
+            "acu": acu,
+            "racu": racu,
+            "seconds": 10.0 + 2 * seed,
+            "forward_passes": 18000,
+        }
+        for name, (acu, racu) in scores.items()
+    }
+    data = {
+        "kind": "evaluate",
+        "fmm_fast_version": "0.1.0",
+        "arguments": {},
+        "model": {"path": "m.onnx", "strategy": strategy, "source": "", "backend": "onnxruntime:CPU"},
+        "dataset": dataset,
+        "split": split,
+        "seed": seed,
+        "n_examples": 100,
+        "metric": metric,
+        "majority_baseline": 0.51,
+        "ratios": RATIOS.tolist(),
+        "curves": curves,
+        "measures": measures,
+        "durations": {"total_seconds": 100.0},
+        "versions": {},
+    }
+    path = root / f"{dataset}-{strategy}-s{seed}" / subdir / "result.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+    return path
+
+
+SST2_LOO_ABS_RACU = [0.5, 0.6, 0.7]
+SST2_LOO_SIGN_ACU = [0.10, 0.20, 0.35]
+BABI_LOO_ABS_RACU = [0.9, 0.95, 5.0]  # the last seed does not converge: a 5.0 would show if it were kept
+
+
+@pytest.fixture
+def results(tmp_path: Path) -> Path:
+    """3 sst2 seeds (masked), 3 babi-2 seeds of which seed 2 did not converge, 1 plain sst2 seed."""
+    root = tmp_path / "runs"
+    for seed in range(3):
+        scores = {
+            "loo-abs": (0.1 + 0.02 * seed, SST2_LOO_ABS_RACU[seed]),
+            "zz-custom": (0.01, 0.02),
+            "rand": (0.0, 0.0),
+            "loo-sign": (SST2_LOO_SIGN_ACU[seed], 0.4),
+            "abc-custom": (0.03, 0.04),
+        }
+        if seed < 2:
+            scores["beam-sign-10"] = (0.3 + 0.1 * seed, 1.8)
+        write_result(
+            root, "sst2", "masked", seed, scores, unmasked=0.91 + 0.01 * seed, fully_masked=0.52 + 0.01 * seed
+        )
+        write_result(
+            root,
+            "babi-2",
+            "masked",
+            seed,
+            {"rand": (0.0, 0.0), "loo-abs": (0.2, BABI_LOO_ABS_RACU[seed])},
+            unmasked=[0.99, 0.98, 0.40][seed],
+            metric="micro_f1",
+        )
+    write_result(
+        root,
+        "sst2",
+        "plain",
+        0,
+        {"rand": (0.0, 0.0), "loo-abs": (0.05, 0.3)},
+        unmasked=0.93,
+        fully_masked=0.40,
+    )
+    return root
+
+
+def cell(values: list[float]) -> str:
+    return format_ci(*bootstrap_ci(np.array(values)))
+
+
+def table_rows(markdown: str, strategy: str) -> dict[str, list[str]]:
+    """measure -> cells of one strategy's table in table.md."""
+    section = markdown.split(f"### Strategy: {strategy}")[1].split("###")[0]
+    rows = [line.strip("|").split(" | ") for line in section.splitlines() if line.startswith("| ")]
+    return {row[0].strip(): [c.strip() for c in row[1:]] for row in rows}
+
+
+def test_table_cells_dropped_seeds_and_files(results: Path, tmp_path: Path):
+    out = tmp_path / "report"
+    report = write_report([results], out)
+    table = (out / "table.md").read_text()
+
+    masked = table_rows(table, "masked")
+    assert masked["Measure"] == ["Score", "babi-2 (n=2)", "sst2 (n=3)"]
+    # Canonical order, unknown measures last alphabetically.
+    assert list(masked)[1:] == ["rand", "loo-sign", "loo-abs", "beam-sign-10", "abc-custom", "zz-custom"]
+    # RACU [0.5, 0.6, 0.7]: mean 60.0, scipy's BCa interval is exactly [0.5, 0.7].
+    assert masked["loo-abs"] == ["RACU", cell(BABI_LOO_ABS_RACU[:2]), "60.0 (−10.0/+10.0)"]
+    assert masked["loo-sign"] == ["ACU", "", cell(SST2_LOO_SIGN_ACU)]
+    assert masked["beam-sign-10"] == ["ACU", "", cell([0.3, 0.4]) + " [n=2]"]
+    assert masked["rand"] == ["RACU", "0.0 (−0.0/+0.0)", "0.0 (−0.0/+0.0)"]
+    plain = table_rows(table, "plain")
+    assert plain["loo-abs"] == ["RACU", "30.0"]  # one seed: no interval
+    assert table.index("### Strategy: plain") < table.index("### Strategy: masked")
+
+    assert "babi-2 / masked seed 2: unmasked micro_f1 40.0 ≤ 50.0" in table
+    assert [(d.dataset, d.seed) for d in report.dropped] == [("babi-2", 2)]
+
+    tex = (out / "table.tex").read_text()
+    assert r"loo-abs & RACU & " in tex and r"60.0 ($-$10.0/+10.0) \\" in tex
+    assert tex.count(r"\begin{tabular}") == 2
+
+    performance = (out / "performance.md").read_text()
+    sst2_masked = next(line for line in performance.splitlines() if line.startswith("| masked | sst2"))
+    assert cell([0.91, 0.92, 0.93]) in sst2_masked and cell([0.52, 0.53, 0.54]) in sst2_masked
+    assert sst2_masked.endswith("| 51.0 | yes |")
+    assert "| plain | sst2 | accuracy | 1 | 93.0 | 40.0 | 51.0 | no |" in performance
+
+    timing = (out / "timing.md").read_text()
+    assert "| masked | sst2 | loo-abs | 3 | 12.0 | 18,000 |" in timing
+    assert "| masked | babi-2 | loo-abs | 2 | 11.0 | 18,000 |" in timing  # dropped seed's run left out
+
+    for name in ("curves-sst2-masked.png", "curves-babi-2-masked.png", "curves-sst2-plain.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    data = json.loads((out / "report.json").read_text())
+    assert data["dropped_seeds"][0]["seed"] == 2 and data["dropped_seeds"][0]["unmasked"] == 0.4
+    groups = {(g["dataset"], g["strategy"]): g for g in data["groups"]}
+    babi_loo = groups[("babi-2", "masked")]["measures"]["loo-abs"]
+    assert babi_loo["seeds"] == [0, 1] and babi_loo["racu"]["values"] == BABI_LOO_ABS_RACU[:2]
+    assert babi_loo["reported"] == "racu"
+    plain_loo = groups[("sst2", "plain")]["measures"]["loo-abs"]
+    assert plain_loo["racu"]["ci_low"] is None and plain_loo["curve"]["percentile_2.5"] is None
+    sst2_rand = groups[("sst2", "masked")]["measures"]["rand"]
+    per_seed = np.array(sst2_rand["curve"]["per_seed"])
+    assert sst2_rand["curve"]["percentile_97.5"] == pytest.approx(np.percentile(per_seed, 97.5, axis=0))
+    assert per_seed[:, 0] == pytest.approx([0.91, 0.92, 0.93])
+
+
+def test_cli_prints_the_table(results: Path, tmp_path: Path, capsys):
+    assert main(["report", str(results), "--out", str(tmp_path / "out")]) == 0
+    captured = capsys.readouterr()
+    assert "60.0 (−10.0/+10.0)" in captured.out and "babi-2 / masked seed 2" in captured.out
+    assert (tmp_path / "out" / "report.json").exists()
+
+
+def test_measures_split_over_files_of_one_seed(tmp_path: Path):
+    # A slow measure evaluated on its own: each file carries its own rand; the first one (by path) counts.
+    write_result(tmp_path, "sst2", "masked", 0, {"rand": (0.0, 0.0), "loo-abs": (0.1, 0.5)}, 0.9, subdir="a")
+    write_result(
+        tmp_path, "sst2", "masked", 0, {"rand": (0.0, 0.0), "beam-sign-10": (0.4, 1.0)}, 0.9, subdir="b"
+    )
+    (group,) = load_report([tmp_path]).groups
+    assert list(group.measures) == ["rand", "loo-abs", "beam-sign-10"]
+    assert group.seeds == [0] and all(m.seeds == [0] for m in group.measures.values())
+
+
+def test_other_kinds_are_ignored(results: Path):
+    other = results / "masf" / "result.json"
+    other.parent.mkdir()
+    other.write_text(json.dumps({"kind": "masf", "summary": {}}))
+    report = load_report([results])
+    assert report.ignored == [other] and other not in report.files
+    with pytest.raises(
+        UserError, match=r"no evaluation result\.json found under .*\(1 result\.json of other"
+    ):
+        load_report([other.parent])
+
+
+def test_no_results_names_the_directories(tmp_path: Path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["report", str(empty), "--out", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err
+    assert f"no evaluation result.json found under {empty}" in error and len(error.strip().splitlines()) == 1
+    with pytest.raises(UserError, match="does not exist"):
+        load_report([tmp_path / "missing"])
+
+
+@pytest.mark.parametrize(
+    ("corrupt", "problem"),
+    [
+        (lambda text, data: "{not json", "Expecting property name"),
+        (
+            lambda text, data: json.dumps({k: v for k, v in data.items() if k != "dataset"}),
+            "missing field dataset",
+        ),
+        (lambda text, data: json.dumps({**data, "ratios": [0.0, 1.0]}), "has 11 values for 2 ratios"),
+        (lambda text, data: json.dumps({**data, "seed": "zero"}), "seed must be an integer"),
+        (
+            lambda text, data: text.replace('"signed": false', '"signed": "no"', 1),
+            "signed must be true or false",
+        ),
+        (
+            lambda text, data: json.dumps({**data, "curves": {**data["curves"], "rand": {"f1": [0.5] * 11}}}),
+            "missing field curves.rand.micro_f1",
+        ),
+    ],
+)
+def test_malformed_result_names_the_file(results: Path, tmp_path: Path, capsys, corrupt, problem):
+    path = results / "babi-2-masked-s1" / "result.json"
+    text = path.read_text()
+    path.write_text(corrupt(text, json.loads(text)))
+    assert main(["report", str(results), "--out", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith(f"fmm-fast: error: malformed result file {path}: ")
+    assert problem in error and len(error.splitlines()) == 1
+    assert not (tmp_path / "out" / "report.json").exists()
+
+
+def test_conflicting_results_are_user_errors(tmp_path: Path):
+    write_result(tmp_path, "sst2", "masked", 0, {"rand": (0.0, 0.0), "loo-abs": (0.1, 0.5)}, 0.9, subdir="a")
+    write_result(tmp_path, "sst2", "masked", 0, {"rand": (0.0, 0.0), "loo-abs": (0.1, 0.6)}, 0.9, subdir="b")
+    with pytest.raises(UserError, match="measure loo-abs of seed 0 appears in both"):
+        load_report([tmp_path])
+    other = tmp_path / "other"
+    write_result(other, "sst2", "masked", 0, {"rand": (0.0, 0.0)}, 0.9)
+    write_result(other, "sst2", "masked", 1, {"rand": (0.0, 0.0)}, 0.9, split="validation")
+    with pytest.raises(UserError, match="differ in split"):
+        load_report([other])
+
+
+def test_measure_order():
+    names = ["zeta", "beam-sign-20", "loo-abs", "beam-sign-5", "rand", "alpha", "grad-l2", "grad-l1"]
+    assert sorted(names, key=measure_sort_key) == [
+        "rand",
+        "grad-l1",
+        "grad-l2",
+        "loo-abs",
+        "beam-sign-5",
+        "beam-sign-20",
+        "alpha",
+        "zeta",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("script", "expected"), [("make_tables.py", "table.tex"), ("make_figures.py", "curves-sst2-masked.png")]
+)
+def test_export_scripts(results: Path, tmp_path: Path, monkeypatch, capsys, script, expected):
+    out = tmp_path / "docs"
+    monkeypatch.setattr(sys, "argv", [script, "--results", str(results), "--out", str(out)])
+    with pytest.raises(SystemExit) as exit_:
+        runpy.run_path(str(EXPORT / script), run_name="__main__")
+    assert exit_.value.code == 0
+    assert (out / expected).exists() and str(out / expected) in capsys.readouterr().out
+    monkeypatch.setattr(sys, "argv", [script, "--results", str(tmp_path / "none"), "--out", str(out)])
+    with pytest.raises(SystemExit) as exit_:
+        runpy.run_path(str(EXPORT / script), run_name="__main__")
+    assert exit_.value.code == 2 and "does not exist" in capsys.readouterr().err
+
+
+def test_nan_racu_of_a_flat_baseline_prints_na(tmp_path: Path):
+    # evaluate writes a nan RACU (flat rand curve) as the JSON literal NaN.
+    path = write_result(tmp_path, "sst2", "masked", 0, {"rand": (0.0, 0.0), "loo-abs": (0.0, 0.0)}, 0.9)
+    path.write_text(path.read_text().replace('"racu": 0.0', '"racu": NaN'))
+    out = tmp_path / "out"
+    report = write_report([tmp_path], out)
+    assert table_rows((out / "table.md").read_text(), "masked")["loo-abs"] == ["RACU", "n/a"]
+    assert math.isnan(report.groups[0].measures["loo-abs"].racu.mean)
+    loo = json.loads((out / "report.json").read_text())["groups"][0]["measures"]["loo-abs"]
+    assert loo["racu"]["mean"] is None and loo["acu"]["mean"] == 0.0
+
+
+def test_plot_run_curves_keeps_every_seed(results: Path, tmp_path: Path):
+    # The figure `fmm-fast evaluate` draws for its own seeds shows the non-converged one too.
+    paths = sorted(results.glob("babi-2-masked-s*/result.json"))
+    png = tmp_path / "curves.png"
+    plot_run_curves(paths, png)
+    every_seed = aggregate([load_result(path) for path in paths], drop_unconverged=False)
+    assert every_seed.groups[0].seeds == [0, 1, 2] and every_seed.dropped == []
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(ValueError, match="one dataset and strategy"):
+        plot_run_curves([*paths, results / "sst2-masked-s0" / "result.json"], png)

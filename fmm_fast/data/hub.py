@@ -52,6 +52,11 @@ def hub_splits(
             f"dataset {spec.name} needs network access to the Hugging Face hub; use a local file "
             f"(--text-field/--label-field) or an offline dataset: {', '.join(offline_names)}"
         ) from error
+    except RuntimeError as error:  # e.g. a hub dataset that still relies on a loading script
+        raise UserError(
+            f"dataset {spec.name} could not be loaded from the hub ({str(error).splitlines()[0]}); "
+            "export it to a local .jsonl/.csv/.parquet file and pass it with --text-field/--label-field"
+        ) from error
     train = to_text_split(official_train, spec)
     if spec.shuffle_official_train:
         train = train.subset(np.random.default_rng(SPLIT_SHUFFLE_SEED).permutation(len(train)))

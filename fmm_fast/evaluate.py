@@ -11,26 +11,24 @@ import hashlib
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from fmm_fast import __version__
 from fmm_fast.engine import MaskBatchEngine
 from fmm_fast.errors import UserError
+from fmm_fast.loading import LoadedModel, gradient_backend
+from fmm_fast.masking import masked_count
 from fmm_fast.measures import get_measure
 from fmm_fast.measures.base import ExplainBatch, Measure
 from fmm_fast.metrics import compute_metrics
-from fmm_fast.runrecord import write_json
+from fmm_fast.runrecord import versions, write_json
 from fmm_fast.stats import RATIOS, acu_racu
 from fmm_fast.types import EncodedSplit, pad_batch, save_ragged
 
 BASELINE = "rand"
-
-
-def masked_count(ratio: float, n: int) -> int:
-    """floor(r·n) computed in float32 like the reference code (e.g. 0.7·10 → 7, not 6)."""
-    return int(np.float32(ratio) * np.float32(n))
 
 
 def erase_top(
@@ -215,7 +213,7 @@ class ErasureRun:
                     progress_update(progress, len(self.split))
                 ratio = float(self.ratios[step])
                 erased = [
-                    erase_top(ids, e, s, masked_count(ratio, n), self.mask_id)
+                    erase_top(ids, e, s, int(masked_count(ratio, n)), self.mask_id)
                     for ids, e, s, n in zip(current, self.split.explained, scores, self.lengths, strict=True)
                 ]
                 metrics = self._score(erased)
@@ -302,3 +300,50 @@ class ErasureRun:
 def progress_update(progress, count: int) -> None:
     if progress is not None:
         progress.update(count)
+
+
+def evaluate_model(
+    loaded: LoadedModel,
+    encoded: EncodedSplit,
+    settings: EvaluationSettings,
+    metric: str,
+    out_dir: Path,
+    engine: MaskBatchEngine,
+    device: str = "auto",
+    arguments: dict | None = None,
+    progress_factory: Callable[..., object] | None = None,
+) -> dict:
+    """Curves of one seed for a loaded model; writes and returns out_dir/result.json's record."""
+    started = time.perf_counter()
+    run = ErasureRun(
+        settings,
+        encoded,
+        engine,
+        out_dir,
+        metric,
+        gradient_engine=lambda: MaskBatchEngine(
+            gradient_backend(loaded, device), token_budget=engine.token_budget
+        ),
+        progress_factory=progress_factory,
+    )
+    result = run.run()
+    record = {
+        "kind": "evaluate",
+        "fmm_fast_version": __version__,
+        "arguments": arguments or asdict(settings),
+        "model": {
+            "path": settings.model,
+            "strategy": loaded.info.strategy,
+            "source": loaded.info.source,
+            "backend": loaded.backend.name,
+        },
+        "dataset": settings.dataset,
+        "split": settings.split,
+        "seed": settings.seed,
+        **result,
+        "durations": {"total_seconds": time.perf_counter() - started},
+        "engine": engine.stats.as_dict(),
+        "versions": versions(),
+    }
+    write_json(out_dir / "result.json", record)
+    return record

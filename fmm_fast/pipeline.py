@@ -14,7 +14,11 @@ from fmm_fast.types import EncodedSplit
 
 @dataclass
 class DataOptions:
-    """How to load a dataset: registry name or local file, with its field names."""
+    """How to load a dataset: registry name or local file, with its field names.
+
+    `seed` is the data seed (generated bAbI sets, subsets, local-file splits); every command uses 0 so that
+    training, evaluation and MaSF see the same splits.
+    """
 
     dataset: str
     split: str = "test"

@@ -10,16 +10,10 @@ import pytest
 from fmm_fast.backends.base import ForwardOutput
 from fmm_fast.engine import MaskBatchEngine
 from fmm_fast.errors import UserError
-from fmm_fast.evaluate import ErasureRun, EvaluationSettings, erase_top, masked_count
+from fmm_fast.evaluate import ErasureRun, EvaluationSettings, erase_top
 from fmm_fast.types import EncodedSplit, ModelInfo
 
 MASK, PAD, CLS, SEP, KEY = 1, 0, 2, 3, 4
-
-
-def test_masked_count_uses_float32_like_the_reference():
-    assert masked_count(0.7, 90) == 63  # float64 floor(0.7 · 90) would give 62
-    assert masked_count(1.0, 17) == 17
-    assert masked_count(0.0, 17) == 0
 
 
 def test_erase_top_ranks_already_masked_first_then_score_then_position():

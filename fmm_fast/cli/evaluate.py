@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import csv
 import sys
-import time
 from pathlib import Path
 
 import typer
-from tqdm import tqdm
 
-from fmm_fast import __version__
 from fmm_fast.cli.app import app
 from fmm_fast.cli.options import (
     DatasetOption,
@@ -26,11 +23,12 @@ from fmm_fast.cli.options import (
 )
 from fmm_fast.engine import MaskBatchEngine
 from fmm_fast.errors import UserError
-from fmm_fast.evaluate import BASELINE, ErasureRun, EvaluationSettings
-from fmm_fast.loading import gradient_backend, load_model
+from fmm_fast.evaluate import BASELINE, EvaluationSettings, evaluate_model
+from fmm_fast.loading import load_model
 from fmm_fast.measures import get_measure
 from fmm_fast.pipeline import DataOptions, open_split
-from fmm_fast.runrecord import ensure_writable, versions, write_json
+from fmm_fast.progress import progress_bar
+from fmm_fast.runrecord import ensure_writable
 
 
 @app.command()
@@ -66,7 +64,16 @@ def evaluate(
         get_measure(name)  # a typo fails before any work
     ensure_writable(out)
     loaded = load_model(model, device=device, provider=device)
-    data = DataOptions(dataset, split, limit, 0, size, test_size, text_field, pair_field, label_field)
+    data = DataOptions(
+        dataset,
+        split,
+        limit,
+        size=size,
+        test_size=test_size,
+        text_field=text_field,
+        pair_field=pair_field,
+        label_field=label_field,
+    )
     text_dataset, encoded = open_split(loaded, data)
     engine = MaskBatchEngine(loaded.backend, token_budget=token_budget)
     print(
@@ -80,51 +87,31 @@ def evaluate(
         settings = EvaluationSettings(
             str(model), text_dataset.name, split, s, limit, list(measure), explain_batch_rows, save_masked
         )
-        started = time.perf_counter()
-        run = ErasureRun(
-            settings,
-            encoded,
-            engine,
-            run_dir,
-            text_dataset.metric,
-            gradient_engine=lambda: MaskBatchEngine(
-                gradient_backend(loaded, device), token_budget=token_budget
-            ),
-            progress_factory=None if quiet else _progress,
-        )
-        result = run.run()
-        record = {
-            "kind": "evaluate",
-            "fmm_fast_version": __version__,
-            "arguments": {
-                "model": str(model),
-                "measures": list(measure),
-                "dataset": dataset,
-                "split": split,
-                "seed": s,
-                "limit": limit,
-                "device": device,
-                "token_budget": token_budget,
-                "explain_batch_rows": explain_batch_rows,
-                "save_masked": save_masked,
-                "size": size,
-                "test_size": test_size,
-            },
-            "model": {
-                "path": str(model),
-                "strategy": loaded.info.strategy,
-                "source": loaded.info.source,
-                "backend": loaded.backend.name,
-            },
-            "dataset": text_dataset.name,
+        arguments = {
+            "model": str(model),
+            "measures": list(measure),
+            "dataset": dataset,
             "split": split,
             "seed": s,
-            **result,
-            "durations": {"total_seconds": time.perf_counter() - started},
-            "engine": engine.stats.as_dict(),
-            "versions": versions(),
+            "limit": limit,
+            "device": device,
+            "token_budget": token_budget,
+            "explain_batch_rows": explain_batch_rows,
+            "save_masked": save_masked,
+            "size": size,
+            "test_size": test_size,
         }
-        write_json(run_dir / "result.json", record)
+        record = evaluate_model(
+            loaded,
+            encoded,
+            settings,
+            text_dataset.metric,
+            run_dir,
+            engine,
+            device,
+            arguments,
+            None if quiet else progress_bar,
+        )
         rows += _curve_rows(record)
         _print_summary(record, run_dir)
     _write_csv(out / "curves.csv", rows)
@@ -132,10 +119,6 @@ def evaluate(
 
     plot_run_curves([out / f"seed-{s}" / "result.json" for s in seed], out / "curves.png")
     print(f"wrote {out / 'curves.csv'}, {out / 'curves.png'}")
-
-
-def _progress(total: int, desc: str):
-    return tqdm(total=total, desc=f"{desc:>14}", unit="ex", file=sys.stderr, leave=False, dynamic_ncols=True)
 
 
 def _curve_rows(record: dict) -> list[dict]:

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import typer
-from tqdm import tqdm
 
 from fmm_fast.api import explain_encoded, save_explanations, write_html
 from fmm_fast.cli.app import app
@@ -24,6 +22,7 @@ from fmm_fast.cli.options import (
 from fmm_fast.loading import load_model
 from fmm_fast.measures import get_measure
 from fmm_fast.pipeline import DataOptions, open_split
+from fmm_fast.progress import progress_bar
 from fmm_fast.runrecord import ensure_writable
 
 
@@ -54,9 +53,18 @@ def explain(
     get_measure(measure)
     ensure_writable(out.parent if str(out.parent) else Path("."))
     loaded = load_model(model, device=device, provider=device)
-    data = DataOptions(dataset, split, limit, seed, size, test_size, text_field, pair_field, label_field)
+    data = DataOptions(
+        dataset,
+        split,
+        limit,
+        size=size,
+        test_size=test_size,
+        text_field=text_field,
+        pair_field=pair_field,
+        label_field=label_field,
+    )
     _, encoded = open_split(loaded, data)
-    with tqdm(total=len(encoded), desc=measure, unit="ex", file=sys.stderr, leave=False) as bar:
+    with progress_bar(len(encoded), measure) as bar:
         explanations = explain_encoded(loaded, encoded, measure, seed, on_batch=bar.update)
     save_explanations(out, explanations, [{"text": t, "pair": p} for t, p in encoded.texts])
     print(f"wrote {len(explanations)} explanations to {out}")

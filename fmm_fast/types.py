@@ -16,6 +16,8 @@ class EncodedSplit:
     explained[i]: (T_i,) bool, first-segment non-special tokens (what evaluation may mask).
     maskable[i]:  (T_i,) bool, all non-special tokens of both segments (what training may mask).
     labels:       (N,) int64 gold label index.
+    supporting[i]: (T_i,) bool, first-segment tokens inside a supporting-fact span (bAbI); an empty list
+                  when the dataset records no supporting facts.
     """
 
     input_ids: list[np.ndarray]
@@ -23,6 +25,7 @@ class EncodedSplit:
     maskable: list[np.ndarray]
     labels: np.ndarray
     texts: list[tuple[str, str | None]] = field(default_factory=list)
+    supporting: list[np.ndarray] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -35,6 +38,7 @@ class EncodedSplit:
             maskable=[self.maskable[i] for i in idx],
             labels=self.labels[idx],
             texts=[self.texts[i] for i in idx] if self.texts else [],
+            supporting=[self.supporting[i] for i in idx] if self.supporting else [],
         )
 
 

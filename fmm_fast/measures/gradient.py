@@ -142,6 +142,34 @@ class GradL1(GradientMeasure):
         return norm
 
 
+class _GramCache:
+    """The latest WᵀW, shared by every GradL2 instance: an erasure run makes a fresh measure per step."""
+
+    key: tuple | None = None
+    source: Tensor | None = None  # held so its storage cannot be reused by another W
+    gram: Tensor | None = None
+
+
+def gram_matrix(embedding: Tensor, vocab_chunk: int = DEFAULT_VOCAB_CHUNK) -> Tensor:
+    """(E, E) float64 WᵀW, accumulated over vocabulary chunks to bound memory; cached for the latest W."""
+    # backends may hand out a fresh detached view per call: key on storage and in-place version
+    key = (
+        embedding.data_ptr(),
+        tuple(embedding.shape),
+        embedding.dtype,
+        embedding.device,
+        embedding._version,
+    )
+    if key != _GramCache.key:
+        gram = torch.zeros((embedding.shape[1],) * 2, dtype=torch.float64, device=embedding.device)
+        for start in range(0, embedding.shape[0], vocab_chunk):
+            chunk = embedding[start : start + vocab_chunk].to(torch.float64)
+            gram += chunk.T @ chunk
+        _GramCache.key, _GramCache.source, _GramCache.gram = key, embedding, gram
+    assert _GramCache.gram is not None
+    return _GramCache.gram
+
+
 class GradL2(GradientMeasure):
     """‖g_t Wᵀ‖₂ = sqrt(g G gᵀ) with the E×E Gram matrix G = WᵀW (float64, cached per embedding matrix)."""
 
@@ -153,28 +181,9 @@ class GradL2(GradientMeasure):
     ) -> None:
         super().__init__(gradient_batch_size)
         self.vocab_chunk = check_positive("vocab_chunk", vocab_chunk)
-        self._gram_key: tuple | None = None
-        self._gram_source: Tensor | None = None  # held so its storage cannot be reused by another W
-        self._gram: Tensor | None = None
 
     def gram(self, embedding: Tensor) -> Tensor:
-        """(E, E) float64 WᵀW, accumulated over vocabulary chunks to bound memory."""
-        # backends may hand out a fresh detached view per call: key on storage and in-place version
-        key = (
-            embedding.data_ptr(),
-            tuple(embedding.shape),
-            embedding.dtype,
-            embedding.device,
-            embedding._version,
-        )
-        if key != self._gram_key:
-            gram = torch.zeros((embedding.shape[1],) * 2, dtype=torch.float64, device=embedding.device)
-            for start in range(0, embedding.shape[0], self.vocab_chunk):
-                chunk = embedding[start : start + self.vocab_chunk].to(torch.float64)
-                gram += chunk.T @ chunk
-            self._gram_key, self._gram_source, self._gram = key, embedding, gram
-        assert self._gram is not None
-        return self._gram
+        return gram_matrix(embedding, self.vocab_chunk)
 
     def reduce(self, gradients: Tensor, token_ids: Tensor, embedding: Tensor) -> Tensor:
         squared = ((gradients @ self.gram(embedding)) * gradients).sum(dim=1)

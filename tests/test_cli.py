@@ -143,3 +143,9 @@ def test_masf_needs_twenty_calibration_examples(tiny_babi, tmp_path, capsys):
     )
     assert code == 2
     assert "at least 20 calibration examples" in capsys.readouterr().err
+
+
+def test_usage_mistakes_exit_2_without_traceback(capsys):
+    assert main(["train", "babi-1"]) == 2  # the dataset given without --dataset
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "--dataset" in err

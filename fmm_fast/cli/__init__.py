@@ -20,6 +20,21 @@ def _register() -> None:
                 raise
 
 
+def _usage_error_types() -> tuple[tuple[type, ...], tuple[type, ...]]:
+    """(usage-error classes, abort classes) of click and of the click copy typer may vendor."""
+    import click
+
+    usage, abort = [click.exceptions.ClickException], [click.exceptions.Abort]
+    try:
+        from typer._click import exceptions as vendored  # typer ≥ 0.2x ships its own click
+    except ImportError:
+        vendored = None
+    if vendored is not None:
+        usage.append(vendored.ClickException)
+        abort.append(getattr(vendored, "Abort", click.exceptions.Abort))
+    return tuple(usage), tuple(abort)
+
+
 def main(argv: list[str] | None = None) -> int:
     _register()
     try:
@@ -35,13 +50,12 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except SystemExit as exit_:
         return int(exit_.code or 0)
-    except Exception as error:  # click usage errors come through here in standalone_mode=False
-        import click
-
-        if isinstance(error, click.exceptions.ClickException):
+    except Exception as error:  # usage errors (typer vendors its own click, so check both)
+        usage_errors = _usage_error_types()
+        if isinstance(error, usage_errors[0]):
             error.show()
             return 2
-        if isinstance(error, click.exceptions.Abort):
+        if isinstance(error, usage_errors[1]):
             return 1
         raise
     return 0

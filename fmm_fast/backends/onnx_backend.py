@@ -1,0 +1,267 @@
+"""ONNX Runtime backend for files written by `fmm-fast export` (see fmm_fast/export.py).
+
+The file is self-describing: ModelInfo, tokenizer and verification report come from its metadata. The
+session runs graph optimisation ORT_ENABLE_ALL; the optimised graph is cached next to the model
+(`<stem>.opt-<provider>-ort<version>.onnx`) and reused while it is newer than the model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+from tokenizers import Tokenizer
+
+from fmm_fast.backends.base import ForwardOutput
+from fmm_fast.errors import UserError
+from fmm_fast.export import (
+    FORMAT_VERSION,
+    INPUT_NAMES,
+    METADATA_FORMAT_VERSION,
+    METADATA_INFO,
+    METADATA_TOKENIZER,
+    METADATA_VERIFICATION,
+)
+from fmm_fast.models import configure_tokenizer
+from fmm_fast.types import ModelInfo
+
+PROVIDERS = {
+    "cpu": "CPUExecutionProvider",
+    "cuda": "CUDAExecutionProvider",
+    "tensorrt": "TensorrtExecutionProvider",
+}
+# What each choice asks ONNX Runtime for, in order of preference (nodes a provider lacks fall through).
+PROVIDER_CHAINS = {
+    "cpu": [PROVIDERS["cpu"]],
+    "cuda": [PROVIDERS["cuda"], PROVIDERS["cpu"]],
+    "tensorrt": [PROVIDERS["tensorrt"], PROVIDERS["cuda"], PROVIDERS["cpu"]],
+}
+# TensorRT compiles its nodes, and compiled graphs cannot be saved: it keeps its own engine cache instead.
+CACHED_PROVIDERS = ("cpu", "cuda")
+
+
+def physical_cores() -> int:
+    """CPU cores this process may run on, hyper-threads of one core counted once."""
+    try:
+        cpus = os.sched_getaffinity(0)
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+    cores = set()
+    for cpu in cpus:
+        try:
+            cores.add(Path(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list").read_text())
+        except OSError:
+            return len(cpus)
+    return max(1, len(cores))
+
+
+class OnnxBackend:
+    """Backend protocol on an ONNX Runtime session.
+
+    info, tokenizer (configured for info.max_length) and verification come from the file's metadata;
+    providers is what the session actually runs on (session.get_providers()), name names the first.
+    """
+
+    def __init__(
+        self, session, info: ModelInfo, tokenizer: Tokenizer, verification: dict, path: Path
+    ) -> None:
+        self._session = session
+        self.info = info
+        self.tokenizer = tokenizer
+        self.verification = verification
+        self.path = path
+        self.providers: list[str] = session.get_providers()
+        self.name = f"onnxruntime:{self.providers[0]}"
+        self._output_names = {output.name for output in session.get_outputs()}
+        self._io_binding = self.providers[0] == PROVIDERS["cuda"]
+
+    @classmethod
+    def from_file(
+        cls,
+        path: str | Path,
+        provider: str = "auto",
+        threads: int | None = None,
+        strict_provider: bool = False,
+    ) -> OnnxBackend:
+        """Open an exported model.
+
+        provider: auto (CUDA when onnxruntime has it, else CPU) | cpu | cuda | tensorrt. A requested GPU
+        provider that is missing falls back to CPU with a warning on stderr, or raises UserError when
+        strict_provider. threads: intra-op threads, default the physical cores (inter-op 1, sequential).
+        """
+        import onnxruntime as ort
+
+        path = Path(path)
+        info, tokenizer, verification = _read_metadata(path)
+        key = _resolve_provider(provider, ort.get_available_providers(), strict_provider)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads or physical_cores()
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        # ORT's own warnings (unused initializers, ...) are not the user's concern
+        options.log_severity_level = 3
+        chain = PROVIDER_CHAINS[key]
+        model_file = _optimized_graph(path, key, chain) if key in CACHED_PROVIDERS else path
+        try:
+            session = ort.InferenceSession(str(model_file), options, providers=chain)
+        except RuntimeError as error:  # ORT's Fail / InvalidGraph / ... all derive from RuntimeError
+            raise UserError(
+                f"ONNX Runtime cannot load '{path}': {str(error).splitlines()[0]}; re-export it with "
+                "`fmm-fast export`"
+            ) from error
+        if PROVIDERS[key] not in session.get_providers():  # listed as available, yet failed to start
+            _provider_missing(f"{PROVIDERS[key]} did not start (see ONNX Runtime's log)", strict_provider)
+        return cls(session, info, configure_tokenizer(tokenizer, info.max_length), verification, path)
+
+    def forward(
+        self, input_ids: np.ndarray, attention_mask: np.ndarray, with_signals: bool = False
+    ) -> ForwardOutput:
+        """input_ids, attention_mask (B, T) int64, right-padded -> logits (B, C), signals (B, L+1, D)."""
+        if with_signals and "signals" not in self._output_names:
+            raise UserError(
+                f"'{self.path}' has no signals output (MaSF needs it); re-export it with `fmm-fast export`"
+            )
+        names = ["logits", "signals"] if with_signals else ["logits"]
+        feeds = {
+            "input_ids": np.ascontiguousarray(input_ids, dtype=np.int64),
+            "attention_mask": np.ascontiguousarray(attention_mask, dtype=np.int64),
+        }
+        outputs = self._run_bound(names, feeds) if self._io_binding else self._session.run(names, feeds)
+        logits = np.asarray(outputs[0], dtype=np.float32)
+        signals = np.asarray(outputs[1], dtype=np.float32) if with_signals else None
+        return ForwardOutput(logits=logits, signals=signals)
+
+    def _run_bound(self, names: list[str], feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """CUDA: inputs copied once, outputs kept on the device until the single copy back."""
+        binding = self._session.io_binding()
+        for name, array in feeds.items():
+            binding.bind_cpu_input(name, array)
+        for name in names:
+            binding.bind_output(name, "cuda")
+        self._session.run_with_iobinding(binding)
+        return binding.copy_outputs_to_cpu()
+
+
+def _read_metadata(path: Path) -> tuple[ModelInfo, Tokenizer, dict]:
+    """Parse and check the file: metadata present, inputs named as fmm-fast exports them, tokenizer fits."""
+    import onnx
+
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as error:  # protobuf's DecodeError and friends have no common base worth naming
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise UserError(
+            f"'{path}' is not an ONNX model ({reason}); create one with `fmm-fast export`"
+        ) from error
+    if not model.graph.node:
+        raise UserError(f"'{path}' is not an ONNX model (no graph); create one with `fmm-fast export`")
+    metadata = {prop.key: prop.value for prop in model.metadata_props}
+    if METADATA_INFO not in metadata:
+        raise UserError(
+            f"'{path}' was not exported by fmm-fast export (no {METADATA_INFO} metadata); re-export with "
+            "`fmm-fast export --model CHECKPOINT --out FILE.onnx`"
+        )
+    version = metadata.get(METADATA_FORMAT_VERSION)
+    if version != FORMAT_VERSION:
+        raise UserError(
+            f"'{path}' has fmm-fast format version {version}, this fmm-fast reads {FORMAT_VERSION}; "
+            "re-export it with this version's `fmm-fast export` (or upgrade fmm-fast)"
+        )
+    initializers = {init.name for init in model.graph.initializer}
+    inputs = sorted(value.name for value in model.graph.input if value.name not in initializers)
+    if inputs != sorted(INPUT_NAMES):
+        raise UserError(
+            f"'{path}' takes inputs {inputs}, fmm-fast feeds {list(INPUT_NAMES)}; "
+            "re-export with `fmm-fast export`"
+        )
+    if "logits" not in {value.name for value in model.graph.output}:
+        raise UserError(f"'{path}' has no 'logits' output; re-export with `fmm-fast export`")
+    try:
+        info = ModelInfo.from_json(metadata[METADATA_INFO])
+        tokenizer = Tokenizer.from_str(metadata[METADATA_TOKENIZER])
+    except Exception as error:  # bad JSON or fields from json, tokenizers or the dataclass
+        raise UserError(
+            f"'{path}' has unreadable fmm-fast metadata ({str(error).splitlines()[0]}); re-export it with "
+            "`fmm-fast export`"
+        ) from error
+    _check_tokenizer(path, model, info, tokenizer)
+    return info, tokenizer, json.loads(metadata.get(METADATA_VERIFICATION, "{}"))
+
+
+def _check_tokenizer(path: Path, model, info: ModelInfo, tokenizer: Tokenizer) -> None:
+    """The mask id must be a token, and the vocabulary must fit the word-embedding matrix."""
+    if tokenizer.id_to_token(info.mask_id) is None:
+        raise UserError(
+            f"'{path}': the recorded mask id {info.mask_id} is not in its tokenizer's vocabulary "
+            f"({tokenizer.get_vocab_size()} tokens); the metadata is damaged, re-export with "
+            "`fmm-fast export`"
+        )
+    rows = _embedding_rows(model)
+    if rows is not None and tokenizer.get_vocab_size() > rows:
+        raise UserError(
+            f"'{path}': its tokenizer has {tokenizer.get_vocab_size()} tokens but the word-embedding matrix "
+            f"{rows} rows; the tokenizer does not belong to this model, re-export with `fmm-fast export`"
+        )
+
+
+def _embedding_rows(model) -> int | None:
+    """Rows of the table input_ids (or a Cast of it) index, in a Gather or an EmbedLayerNormalization."""
+    shapes = {init.name: list(init.dims) for init in model.graph.initializer}
+    token_ids = {"input_ids"}
+    for node in model.graph.node:  # nodes are in topological order
+        if node.op_type == "Cast" and node.input[0] in token_ids:
+            token_ids.add(node.output[0])
+        elif node.op_type == "Gather" and node.input[1] in token_ids and node.input[0] in shapes:
+            return shapes[node.input[0]][0]
+        elif node.op_type == "EmbedLayerNormalization" and node.input[0] in token_ids:
+            return shapes[node.input[2]][0] if node.input[2] in shapes else None
+    return None
+
+
+def _resolve_provider(provider: str, available: list[str], strict: bool) -> str:
+    """auto|cpu|cuda|tensorrt -> the provider key to run, falling back to cpu when allowed."""
+    if provider == "auto":
+        return "cuda" if PROVIDERS["cuda"] in available else "cpu"
+    if provider not in PROVIDERS:
+        raise UserError(f"unknown ONNX Runtime provider '{provider}'; use auto, {', '.join(PROVIDERS)}")
+    if PROVIDERS[provider] not in available:
+        _provider_missing(
+            f"{PROVIDERS[provider]} is not available in this onnxruntime (has {', '.join(available)})", strict
+        )
+        return "cpu"
+    return provider
+
+
+def _provider_missing(reason: str, strict: bool) -> None:
+    if strict:
+        raise UserError(f"{reason}; install onnxruntime-gpu with a matching CUDA, or use provider cpu")
+    print(f"fmm-fast: warning: {reason}; running on CPUExecutionProvider", file=sys.stderr)
+
+
+def _optimized_graph(path: Path, key: str, chain: list[str]) -> Path:
+    """The cached optimised graph for provider `key`, written first if missing or older than the model.
+
+    Written at ORT_ENABLE_EXTENDED: ORT_ENABLE_ALL adds hardware-specific layouts that must not be saved;
+    the session applies them when it loads the cache. Falls back to the model if the folder is read-only.
+    """
+    import onnxruntime as ort
+
+    cache = path.with_name(f"{path.stem}.opt-{key}-ort{ort.__version__}.onnx")
+    if cache.is_file() and cache.stat().st_mtime >= path.stat().st_mtime:
+        return cache
+    staged = cache.with_name(f".{cache.stem}.{os.getpid()}.tmp.onnx")  # ORT picks the format by suffix
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    options.optimized_model_filepath = str(staged)
+    options.log_severity_level = 3
+    try:
+        ort.InferenceSession(str(path), options, providers=chain)
+        os.replace(staged, cache)
+    except (OSError, RuntimeError):  # read-only folder, or ORT could not write it: run the model itself
+        staged.unlink(missing_ok=True)
+        return path
+    return cache

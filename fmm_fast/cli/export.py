@@ -1,0 +1,31 @@
+"""`fmm-fast export`: a checkpoint to a self-describing, verified ONNX file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from fmm_fast.cli.app import app
+
+
+@app.command()
+def export(
+    model: Path = typer.Option(..., "--model", help="A checkpoint directory from `fmm-fast train`."),
+    out: Path = typer.Option(..., "--out", help="The ONNX file to write (ends in .onnx)."),
+    opset: int = typer.Option(17, help="ONNX opset version."),
+    quantize: str | None = typer.Option(
+        None, help="int8: dynamic quantization for CPU (a different model; agreement is reported)."
+    ),
+    fp16: bool = typer.Option(False, "--fp16", help="Half precision, for GPU (a different model)."),
+) -> None:
+    """Export a checkpoint to ONNX (logits and MaSF signals), verified against PyTorch before writing.
+
+    The file carries the tokenizer, label names and the verification report, so every command takes it
+    as --model. fp32 must match PyTorch within 1e-4 on the logits, or nothing is written.
+    """
+    from fmm_fast.export import export_onnx, format_report
+
+    report = export_onnx(model, out, opset=opset, quantize=quantize, fp16=fp16)
+    for line in format_report(report, out):
+        typer.echo(line)

@@ -1,6 +1,6 @@
 """The reproduction study: does masked fine-tuning make faithfulness measurable, as the FMM paper claims?
 
-    bench/reproduce --scale tiny|small|paper [--out DIR] [--dry-run]
+    bench/reproduce --scale tiny|small|paper [--datasets NAME ...] [--out DIR] [--dry-run]
 
 On movie-snippets (the pretrained MiniLM) and bAbI-1/-2 (a small RoBERTa trained from scratch), for every
 seed of the scale, it runs the `fmm-fast` commands in-process (exactly as listed in the output):
@@ -32,7 +32,7 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from fmm_fast.cli import main as fmm_fast_main
@@ -646,9 +646,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--scale", choices=sorted(SCALES), required=True, help="tiny | small | paper")
     parser.add_argument("--out", type=Path, help="default: bench/results/reproduce-SCALE")
     parser.add_argument("--dry-run", action="store_true", help="print the steps and their state, run nothing")
+    parser.add_argument(
+        "--datasets", nargs="+", metavar="NAME", help="only these of the scale's datasets (default: all)"
+    )
     args = parser.parse_args(argv)
     scale = SCALES[args.scale]
-    study = Study(scale, args.out or REPO / "bench" / "results" / f"reproduce-{scale.name}")
+    folder = f"reproduce-{scale.name}"
+    if args.datasets:
+        known = [plan.dataset for plan in scale.datasets]
+        if unknown := sorted(set(args.datasets) - set(known)):
+            parser.error(f"unknown dataset(s) {', '.join(unknown)}; the scale has {', '.join(known)}")
+        scale = replace(scale, datasets=tuple(p for p in scale.datasets if p.dataset in args.datasets))
+        folder += "-" + "-".join(plan.dataset for plan in scale.datasets)
+    study = Study(scale, args.out or REPO / "bench" / "results" / folder)
     settings = json.dumps(asdict(scale), indent=2) + "\n"
     settings_file = study.root / "settings.json"
     if settings_file.is_file() and settings_file.read_text() != settings:

@@ -6,6 +6,7 @@ seven measures (beam on a smaller subset) → MaSF → one table. Every step wri
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,8 +17,8 @@ from fmm_fast.evaluate import EvaluationSettings, evaluate_model
 from fmm_fast.export import export_onnx
 from fmm_fast.loading import load_model
 from fmm_fast.masf import plot_p_values
-from fmm_fast.measures import get_measure
 from fmm_fast.masf_run import run_masf
+from fmm_fast.measures import get_measure
 from fmm_fast.pipeline import DataOptions, open_split
 from fmm_fast.progress import progress_bar
 from fmm_fast.report import plot_run_curves
@@ -70,6 +71,7 @@ def run_demo(out: Path, config: DemoConfig) -> dict:
     def lap(name: str) -> None:
         nonlocal clock
         steps[name] = round(time.perf_counter() - clock, 1)
+        print(f"demo: {name} done in {steps[name]} s", file=sys.stderr)
         clock = time.perf_counter()
 
     checkpoint = out / "train" / "model"

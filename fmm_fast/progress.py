@@ -8,5 +8,11 @@ from tqdm import tqdm
 def progress_bar(total: int, desc: str, unit: str = "ex") -> tqdm:
     """Shown on a terminal only (disable=None), so logs and CI output stay clean."""
     return tqdm(
-        total=total, desc=f"{desc:>14}", unit=unit, file=sys.stderr, leave=False, dynamic_ncols=True, disable=None
+        total=total,
+        desc=f"{desc:>14}",
+        unit=unit,
+        file=sys.stderr,
+        leave=False,
+        dynamic_ncols=True,
+        disable=None,
     )

@@ -47,11 +47,11 @@ from common import (
 
 from fmm_fast.backends.base import Backend
 from fmm_fast.backends.onnx_backend import OnnxBackend, physical_cores
-from fmm_fast.engine import MaskBatchEngine, mask_positions
+from fmm_fast.engine import DEFAULT_TOKEN_BUDGET, MaskBatchEngine, mask_positions
 from fmm_fast.types import EncodedSplit
 
 CHUNK_SENTENCES = 10
-ENGINE_DEFAULTS = (16384, 512)  # MaskBatchEngine's token_budget and max_rows
+ENGINE_DEFAULTS = (DEFAULT_TOKEN_BUDGET, 512)  # MaskBatchEngine's token_budget and max_rows
 SWEEP_BUDGETS = (512, 1024, 2048, 4096, 8192, 16384)
 SWEEP_MAX_ROWS = (32, 512)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from fmm_fast.backends.base import Backend
-from fmm_fast.engine import MaskBatchEngine
+from fmm_fast.engine import DEFAULT_TOKEN_BUDGET, MaskBatchEngine
 from fmm_fast.errors import UserError
 from fmm_fast.evaluate import explain_split
 from fmm_fast.loading import LoadedModel, gradient_backend, load_model
@@ -23,7 +23,9 @@ from fmm_fast.types import EncodedSplit
 ModelLike = str | Path | LoadedModel | Backend | MaskBatchEngine
 
 
-def as_engine(model: ModelLike, needs_gradients: bool = False, token_budget: int = 16384) -> MaskBatchEngine:
+def as_engine(
+    model: ModelLike, needs_gradients: bool = False, token_budget: int = DEFAULT_TOKEN_BUDGET
+) -> MaskBatchEngine:
     """Wrap whatever the caller has (path, loaded model, backend, engine) in a mask-batch engine."""
     if isinstance(model, MaskBatchEngine):
         return model

@@ -18,6 +18,10 @@ import numpy as np
 from fmm_fast.backends.base import Backend
 from fmm_fast.types import pad_batch
 
+# Rows × padded length per batch. On a 2-core CPU 512–2048 ran MiniLM LOO batches fastest (16384 was
+# 20–25% slower: bench/bench_engine.py's sweep); a GPU wants more (--token-budget).
+DEFAULT_TOKEN_BUDGET = 2048
+
 
 @dataclass
 class EngineStats:
@@ -43,7 +47,7 @@ class MaskBatchEngine:
     def __init__(
         self,
         backend: Backend,
-        token_budget: int = 16384,
+        token_budget: int = DEFAULT_TOKEN_BUDGET,
         max_rows: int = 512,
         cache_rows: int = 100_000,
     ) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fmm_fast.engine import MaskBatchEngine
+from fmm_fast.engine import DEFAULT_TOKEN_BUDGET, MaskBatchEngine
 from fmm_fast.errors import UserError
 from fmm_fast.loading import LoadedModel
 from fmm_fast.masf import MaSFCalibration, summarize_p_values
@@ -50,7 +50,7 @@ def run_masf(
     data: DataOptions,
     seed: int = 0,
     masked_dir: Path | None = None,
-    token_budget: int = 16384,
+    token_budget: int = DEFAULT_TOKEN_BUDGET,
     progress=None,
 ) -> dict:
     """Per-ratio Simes summaries and per-example p-values of one model. Returns a JSON-ready dict."""

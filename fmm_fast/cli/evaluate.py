@@ -21,7 +21,7 @@ from fmm_fast.cli.options import (
     TextFieldOption,
     TokenBudgetOption,
 )
-from fmm_fast.engine import MaskBatchEngine
+from fmm_fast.engine import DEFAULT_TOKEN_BUDGET, MaskBatchEngine
 from fmm_fast.errors import UserError
 from fmm_fast.evaluate import BASELINE, EvaluationSettings, evaluate_model
 from fmm_fast.loading import load_model
@@ -43,7 +43,7 @@ def evaluate(
     seed: list[int] = typer.Option([0], "--seed", help="Seed of the `rand` baseline; repeat for several."),
     limit: LimitOption = None,
     device: DeviceOption = "auto",
-    token_budget: TokenBudgetOption = 16384,
+    token_budget: TokenBudgetOption = DEFAULT_TOKEN_BUDGET,
     explain_batch_rows: int = typer.Option(32, help="Examples per explain call (a cost knob)."),
     save_masked: bool = typer.Option(
         False, help="Save every masked test set (for `fmm-fast masf --measure`)."

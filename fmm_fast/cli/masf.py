@@ -21,6 +21,7 @@ from fmm_fast.cli.options import (
     TextFieldOption,
     TokenBudgetOption,
 )
+from fmm_fast.engine import DEFAULT_TOKEN_BUDGET
 from fmm_fast.errors import UserError
 from fmm_fast.loading import load_model
 from fmm_fast.masf import plot_p_values
@@ -48,7 +49,7 @@ def masf(
     limit: LimitOption = None,
     seed: int = typer.Option(0, help="Seed of the calibration and random test masking."),
     device: DeviceOption = "auto",
-    token_budget: TokenBudgetOption = 16384,
+    token_budget: TokenBudgetOption = DEFAULT_TOKEN_BUDGET,
     size: SizeOption = None,
     test_size: TestSizeOption = None,
     text_field: TextFieldOption = None,

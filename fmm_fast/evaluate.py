@@ -261,7 +261,8 @@ class ErasureRun:
             }
             self.state_dir.mkdir(parents=True, exist_ok=True)
             write_json(shared_path, shared)
-        names = [BASELINE] + [m for m in self.settings.measures if m != BASELINE]
+        # canonical names ("beam" → "beam-sign-10"): one state file and one result key per measure
+        names = list(dict.fromkeys([BASELINE, *(get_measure(m).name for m in self.settings.measures)]))
         states = {name: self.run_measure(name, shared) for name in names}
         return self._result(states, time.perf_counter() - started)
 

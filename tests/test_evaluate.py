@@ -137,3 +137,8 @@ def test_resume_refuses_a_directory_of_another_run(tmp_path):
     run = ErasureRun(settings, key_token_split(), MaskBatchEngine(KeyTokenBackend()), tmp_path, "accuracy")
     with pytest.raises(UserError, match="other arguments"):
         run.run()
+
+
+def test_results_use_canonical_measure_names(tmp_path):
+    result = run_erasure(tmp_path, ["beam-sign-10", "beam", "rand"])
+    assert list(result["curves"]) == ["rand", "beam-sign-10"]  # "beam" is beam-sign-10, run once

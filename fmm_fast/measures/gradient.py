@@ -120,17 +120,21 @@ class GradientMeasure(Measure):
         return scores
 
 
-class GradL1(GradientMeasure):
-    """‖g_t Wᵀ‖₁, the L1 norm of the gradient w.r.t. the one-hot input, chunked over the vocabulary."""
-
-    name = "grad-l1"
-    signed = False
+class VocabularyNormMeasure(GradientMeasure):
+    """A norm of g_t Wᵀ (the gradient w.r.t. the one-hot input); vocab_chunk bounds the V-sized work."""
 
     def __init__(
         self, gradient_batch_size: int = DEFAULT_GRADIENT_BATCH_SIZE, vocab_chunk: int = DEFAULT_VOCAB_CHUNK
     ) -> None:
         super().__init__(gradient_batch_size)
         self.vocab_chunk = check_positive("vocab_chunk", vocab_chunk)
+
+
+class GradL1(VocabularyNormMeasure):
+    """‖g_t Wᵀ‖₁, the L1 norm of the gradient w.r.t. the one-hot input, chunked over the vocabulary."""
+
+    name = "grad-l1"
+    signed = False
 
     def reduce(self, gradients: Tensor, token_ids: Tensor, embedding: Tensor) -> Tensor:
         # the (N, V) product is the big one: run it in the model's dtype, sum the chunks in float64
@@ -170,17 +174,11 @@ def gram_matrix(embedding: Tensor, vocab_chunk: int = DEFAULT_VOCAB_CHUNK) -> Te
     return _GramCache.gram
 
 
-class GradL2(GradientMeasure):
+class GradL2(VocabularyNormMeasure):
     """‖g_t Wᵀ‖₂ = sqrt(g G gᵀ) with the E×E Gram matrix G = WᵀW (float64, cached per embedding matrix)."""
 
     name = "grad-l2"
     signed = False
-
-    def __init__(
-        self, gradient_batch_size: int = DEFAULT_GRADIENT_BATCH_SIZE, vocab_chunk: int = DEFAULT_VOCAB_CHUNK
-    ) -> None:
-        super().__init__(gradient_batch_size)
-        self.vocab_chunk = check_positive("vocab_chunk", vocab_chunk)
 
     def gram(self, embedding: Tensor) -> Tensor:
         return gram_matrix(embedding, self.vocab_chunk)

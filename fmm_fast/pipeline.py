@@ -23,12 +23,12 @@ class DataOptions:
     dataset: str
     split: str = "test"
     limit: int | None = None
-    seed: int = 0
     size: int | None = None
     test_size: int | None = None
     text_field: str | None = None
     pair_field: str | None = None
     label_field: str | None = None
+    seed: int = 0
 
     def load(self) -> TextDataset:
         return load_dataset(

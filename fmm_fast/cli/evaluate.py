@@ -64,16 +64,7 @@ def evaluate(
         get_measure(name)  # a typo fails before any work
     ensure_writable(out)
     loaded = load_model(model, device=device, provider=device)
-    data = DataOptions(
-        dataset,
-        split,
-        limit,
-        size=size,
-        test_size=test_size,
-        text_field=text_field,
-        pair_field=pair_field,
-        label_field=label_field,
-    )
+    data = DataOptions(dataset, split, limit, size, test_size, text_field, pair_field, label_field)
     text_dataset, encoded = open_split(loaded, data)
     engine = MaskBatchEngine(loaded.backend, token_budget=token_budget)
     print(

@@ -53,16 +53,7 @@ def explain(
     get_measure(measure)
     ensure_writable(out.parent if str(out.parent) else Path("."))
     loaded = load_model(model, device=device, provider=device)
-    data = DataOptions(
-        dataset,
-        split,
-        limit,
-        size=size,
-        test_size=test_size,
-        text_field=text_field,
-        pair_field=pair_field,
-        label_field=label_field,
-    )
+    data = DataOptions(dataset, split, limit, size, test_size, text_field, pair_field, label_field)
     _, encoded = open_split(loaded, data)
     with progress_bar(len(encoded), measure) as bar:
         explanations = explain_encoded(loaded, encoded, measure, seed, on_batch=bar.update)

@@ -68,16 +68,7 @@ def masf(
         )
     masked_dir = None if evaluation is None else evaluation / "masked" / measure
     ensure_writable(out)
-    data = DataOptions(
-        dataset,
-        split,
-        limit,
-        size=size,
-        test_size=test_size,
-        text_field=text_field,
-        pair_field=pair_field,
-        label_field=label_field,
-    )
+    data = DataOptions(dataset, split, limit, size, test_size, text_field, pair_field, label_field)
     started = time.perf_counter()
     results = {}
     for path in model:

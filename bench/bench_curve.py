@@ -216,7 +216,7 @@ def loo_curve_comparison(bench_model: BenchModel, split: EncodedSplit, device: s
         fast_steps = saved_masked_inputs(Path(work), LOO)
     started = time.perf_counter()
     plain_curve, plain_steps = straightforward_loo_curve(
-        bench_model.torch_model(device), split, info.mask_id, info.pad_id
+        bench_model.torch_model(device, straightforward=True), split, info.mask_id, info.pad_id
     )
     plain_seconds = time.perf_counter() - started
     same_inputs = sum(

@@ -47,7 +47,10 @@ DATASET = "movie-snippets"
 SEED = 0
 PRECISIONS = ("fp32", "int8", "fp16")
 QUICK_MAX_EXPLAINED = 8
-FLOP_FORMULA = "T·L·[2·(4·D² + 2·D·I) + 2·2·T·D] per row of T real tokens (encoder only)"
+FLOP_FORMULA = (
+    "T·L·[2·(4·D² + 2·D·I) + 2·2·T·D] per row of T real tokens (encoder only); fmm-fast's first-token last "
+    "layer counts T·2·2·D² + 2·(2·D² + 2·D·I) + 2·2·T·D for that layer"
+)
 # Square matmul sizes for the peak: large enough to reach the BLAS / tensor-core plateau on each device.
 PEAK_SIZES = {"cpu": 2048, "cuda": 8192}
 
@@ -67,12 +70,17 @@ class BenchModel:
     shape: tuple[int, int, int]  # layers L, width D, feed-forward width I
     _torch_models: dict[str, SequenceClassifier] = field(default_factory=dict, repr=False)
 
-    def torch_model(self, device: str = "cpu") -> SequenceClassifier:
-        """The checkpoint in eval mode on `device`; one copy per device (TorchBackend moves its model)."""
-        if device not in self._torch_models:
+    def torch_model(self, device: str = "cpu", straightforward: bool = False) -> SequenceClassifier:
+        """The checkpoint in eval mode on `device`; one copy per device (TorchBackend moves its model).
+
+        straightforward: the model exactly as Hugging Face computes it, every layer in full (the
+        baselines), instead of fmm-fast's first-token last layer (fmm_fast.first_token)."""
+        key = f"{device}-straightforward" if straightforward else device
+        if key not in self._torch_models:
             model, _, _ = load_checkpoint(self.checkpoint)
-            self._torch_models[device] = model.to(device).eval()
-        return self._torch_models[device]
+            model.use_first_token_last_layer = not straightforward
+            self._torch_models[key] = model.to(device).eval()
+        return self._torch_models[key]
 
     def torch_backend(self, device: str = "cpu") -> TorchBackend:
         return TorchBackend(self.torch_model(device), self.info, device=device)
@@ -177,12 +185,20 @@ def best_of_rounds(runners: dict[str, Callable[[], T]], repeat: int) -> dict[str
     return best
 
 
-def encoder_flops(lengths: np.ndarray, shape: tuple[int, int, int]) -> float:
-    """Useful FLOPs of encoder forward passes over rows of `lengths` (R,) real tokens (see FLOP_FORMULA)."""
+def encoder_flops(lengths: np.ndarray, shape: tuple[int, int, int], first_token_last_layer: bool) -> float:
+    """Useful FLOPs of encoder forward passes over rows of `lengths` (R,) real tokens (see FLOP_FORMULA).
+
+    first_token_last_layer: the last layer as fmm-fast runs it for logits (fmm_fast.first_token): keys and
+    values for every token, query, attention, output projection and feed-forward for the first only."""
     layers, width, intermediate = shape
     lengths = np.asarray(lengths, dtype=np.float64)
     per_token = 2 * (4 * width**2 + 2 * width * intermediate) + 2 * 2 * lengths * width
-    return float((lengths * layers * per_token).sum())
+    if not first_token_last_layer:
+        return float((lengths * layers * per_token).sum())
+    last_layer = lengths * 2 * 2 * width**2 + (
+        2 * (2 * width**2 + 2 * width * intermediate) + 2 * 2 * lengths * width
+    )
+    return float((lengths * (layers - 1) * per_token + last_layer).sum())
 
 
 def matmul_peak_gflops(device: str = "cpu", dtype: torch.dtype = torch.float32, repeat: int = 5) -> float:

@@ -126,8 +126,9 @@ def export_onnx(
     with tempfile.TemporaryDirectory(prefix=".fmm-export-", dir=out_path.parent) as work:
         work_dir = Path(work)
         plain = work_dir / "plain.onnx"
-        _trace(model, plain, opset, _trace_sample(batches, info.pad_id))
-        fused, fused_operators = _fuse(plain, model, work_dir) if fp16 else (None, {})
+        sample = _trace_sample(batches, info.pad_id)
+        _trace(model, plain, opset, sample)
+        fused, fused_operators = _fuse(model, opset, sample, work_dir) if fp16 else (None, {})
         fp32_graph, fp32_check = _first_verified([fused, plain], batches, reference)
         report = {
             "format_version": FORMAT_VERSION,
@@ -291,19 +292,29 @@ def _trace(model: SequenceClassifier, path: Path, opset: int, sample: Verificati
     model.eval()  # export restores the wrapper's training flag recursively; keep the model in eval mode
 
 
-def _fuse(plain: Path, model: SequenceClassifier, work_dir: Path) -> tuple[Path | None, dict[str, int]]:
-    """onnxruntime's transformer optimizer (opt_level 0: portable fusions only).
+def _fuse(
+    model: SequenceClassifier, opset: int, sample: VerificationBatch, work_dir: Path
+) -> tuple[Path | None, dict[str, int]]:
+    """onnxruntime's transformer optimizer (opt_level 0: portable fusions only) on a trace of the full
+    model: its pattern matching breaks on the first-token last layer beside the full one (on a GPU the
+    fused kernels matter more than that layer's saving).
 
     Returns the fused graph and {fused operator: count}, or (None, {}) when the optimizer fails.
     """
     from onnxruntime.transformers import optimizer
 
     config = model.hf_model.config
+    full = work_dir / "full.onnx"
+    model.use_first_token_last_layer = False
+    try:
+        _trace(model, full, opset, sample)
+    finally:
+        model.use_first_token_last_layer = True
     fused = work_dir / "fused.onnx"
     try:
         with _quiet_onnxruntime_tools():
             optimized = optimizer.optimize_model(
-                str(plain),
+                str(full),
                 model_type="bert",  # BERT, RoBERTa, ELECTRA, ... share the encoder fusions
                 num_heads=int(config.num_attention_heads),
                 hidden_size=int(config.hidden_size),

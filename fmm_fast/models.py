@@ -16,6 +16,7 @@ from tokenizers import Tokenizer
 from torch import nn
 
 from fmm_fast.errors import UserError
+from fmm_fast.first_token import FirstTokenLastLayer
 from fmm_fast.types import ModelInfo
 
 INFO_FILE = "fmm_info.json"
@@ -37,7 +38,8 @@ class SequenceClassifier(nn.Module):
     forward(input_ids (B, T) int64, attention_mask (B, T) int64, with_signals, inputs_embeds (B, T, E) | None)
     -> logits (B, C) and, with signals, (B, L+1, D): per hidden state, the max over non-pad positions.
     Token types (BERT pairs) are derived from input_ids: 1 after the first separator, so a backend never
-    needs them as an input.
+    needs them as an input. In eval mode the last encoder layer runs for the first token only where the
+    architecture allows it (fmm_fast.first_token: same logits, less work); training runs the full model.
     """
 
     def __init__(self, hf_model: nn.Module, sep_id: int | None) -> None:
@@ -45,6 +47,8 @@ class SequenceClassifier(nn.Module):
         self.hf_model = hf_model
         uses_token_types = getattr(hf_model.config, "type_vocab_size", 1) > 1
         self.sep_id = sep_id if uses_token_types else None
+        self.first_token_last_layer = FirstTokenLastLayer(hf_model)
+        self.use_first_token_last_layer = True  # off: eval runs the full model too (fused ONNX export)
 
     @property
     def word_embeddings(self) -> nn.Embedding:
@@ -65,16 +69,25 @@ class SequenceClassifier(nn.Module):
         extra = {}
         if self.sep_id is not None:
             extra["token_type_ids"] = self.token_type_ids(input_ids)
-        output = self.hf_model(
-            input_ids=None if inputs_embeds is not None else input_ids,
-            inputs_embeds=inputs_embeds,
-            attention_mask=attention_mask,
-            output_hidden_states=with_signals,
+        inputs = {
+            "input_ids": None if inputs_embeds is not None else input_ids,
+            "inputs_embeds": inputs_embeds,
+            "attention_mask": attention_mask,
+            "output_hidden_states": with_signals,
             **extra,
-        )
+        }
+        shortcut = self.use_first_token_last_layer and self.first_token_last_layer.available
+        if self.training or not shortcut:
+            output = self.hf_model(**inputs)
+            hidden_states = output.hidden_states
+        else:
+            # Logits from the first-token last layer; signals (if asked) from the full one, same input.
+            with self.first_token_last_layer.active(keep_full=with_signals) as last_layer:
+                output = self.hf_model(**inputs)
+                hidden_states = (*output.hidden_states[:-1], last_layer.full) if with_signals else None
         if not with_signals:
             return output.logits, None
-        hidden = torch.stack(output.hidden_states, dim=1)  # (B, L+1, T, D)
+        hidden = torch.stack(hidden_states, dim=1)  # (B, L+1, T, D)
         real = attention_mask[:, None, :, None].bool()
         lowest = torch.finfo(hidden.dtype).min
         return output.logits, hidden.masked_fill(~real, lowest).amax(dim=2)

@@ -1,8 +1,9 @@
 """ONNX Runtime backend for files written by `fmm-fast export` (see fmm_fast/export.py).
 
 The file is self-describing: ModelInfo, tokenizer and verification report come from its metadata. The
-session runs graph optimisation ORT_ENABLE_ALL; the optimised graph is cached next to the model
-(`<stem>.opt-<provider>-ort<version>.onnx`) and reused while it is newer than the model.
+sessions run graph optimisation ORT_ENABLE_ALL; the optimised graphs are cached next to the model
+(`<stem>.logits.opt-<provider>-ort<version>.onnx` for the logits-only cut, `<stem>.opt-...` for the whole
+graph) and reused while they are newer than the model.
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from tokenizers import Tokenizer
@@ -59,23 +62,34 @@ def physical_cores() -> int:
 
 
 class OnnxBackend:
-    """Backend protocol on an ONNX Runtime session.
+    """Backend protocol on ONNX Runtime sessions.
 
+    Two sessions on one file: logits-only calls run the graph cut down to the `logits` output (an export
+    computes the logits through the first-token last layer, see fmm_fast.first_token, so the cut graph
+    skips most of that layer); MaSF calls run the whole graph, opened on first use.
     info, tokenizer (configured for info.max_length) and verification come from the file's metadata;
-    providers is what the session actually runs on (session.get_providers()), name names the first.
+    providers is what the sessions actually run on (session.get_providers()), name names the first.
     """
 
     def __init__(
-        self, session, info: ModelInfo, tokenizer: Tokenizer, verification: dict, path: Path
+        self,
+        open_session: Callable[[bool], Any],
+        info: ModelInfo,
+        tokenizer: Tokenizer,
+        verification: dict,
+        path: Path,
+        has_signals: bool,
     ) -> None:
-        self._session = session
+        """open_session(logits_only) -> an onnxruntime.InferenceSession of the file (cut down or whole)."""
+        self._open_session = open_session
+        self._sessions = {True: open_session(True)}
         self.info = info
         self.tokenizer = tokenizer
         self.verification = verification
         self.path = path
-        self.providers: list[str] = session.get_providers()
+        self.has_signals = has_signals
+        self.providers: list[str] = self._sessions[True].get_providers()
         self.name = f"onnxruntime:{self.providers[0]}"
-        self._output_names = {output.name for output in session.get_outputs()}
         self._io_binding = self.providers[0] == PROVIDERS["cuda"]
 
     @classmethod
@@ -95,7 +109,7 @@ class OnnxBackend:
         import onnxruntime as ort
 
         path = Path(path)
-        info, tokenizer, verification = _read_metadata(path)
+        info, tokenizer, verification, outputs = _read_metadata(path)
         key = _resolve_provider(provider, ort.get_available_providers(), strict_provider)
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or physical_cores()
@@ -105,49 +119,60 @@ class OnnxBackend:
         # ORT's own warnings (unused initializers, ...) are not the user's concern
         options.log_severity_level = 3
         chain = PROVIDER_CHAINS[key]
-        model_file = _optimized_graph(path, key, chain) if key in CACHED_PROVIDERS else path
-        try:
-            session = ort.InferenceSession(str(model_file), options, providers=chain)
-        except RuntimeError as error:  # ORT's Fail / InvalidGraph / ... all derive from RuntimeError
-            raise UserError(
-                f"ONNX Runtime cannot load '{path}': {str(error).splitlines()[0]}; re-export it with "
-                "`fmm-fast export`"
-            ) from error
-        if PROVIDERS[key] not in session.get_providers():  # listed as available, yet failed to start
-            _provider_missing(f"{PROVIDERS[key]} did not start (see ONNX Runtime's log)", strict_provider)
-        return cls(session, info, configure_tokenizer(tokenizer, info.max_length), verification, path)
+
+        def open_session(logits_only: bool):
+            source = _session_source(path, key, chain, logits_only)
+            try:
+                session = ort.InferenceSession(source, options, providers=chain)
+            except RuntimeError as error:  # ORT's Fail / InvalidGraph / ... all derive from RuntimeError
+                raise UserError(
+                    f"ONNX Runtime cannot load '{path}': {str(error).splitlines()[0]}; re-export it with "
+                    "`fmm-fast export`"
+                ) from error
+            if PROVIDERS[key] not in session.get_providers():  # listed as available, yet failed to start
+                _provider_missing(f"{PROVIDERS[key]} did not start (see ONNX Runtime's log)", strict_provider)
+            return session
+
+        tokenizer = configure_tokenizer(tokenizer, info.max_length)
+        return cls(open_session, info, tokenizer, verification, path, has_signals="signals" in outputs)
 
     def forward(
         self, input_ids: np.ndarray, attention_mask: np.ndarray, with_signals: bool = False
     ) -> ForwardOutput:
         """input_ids, attention_mask (B, T) int64, right-padded -> logits (B, C), signals (B, L+1, D)."""
-        if with_signals and "signals" not in self._output_names:
+        if with_signals and not self.has_signals:
             raise UserError(
                 f"'{self.path}' has no signals output (MaSF needs it); re-export it with `fmm-fast export`"
             )
-        names = ["logits", "signals"] if with_signals else ["logits"]
+        logits_only = not with_signals
+        if logits_only not in self._sessions:
+            self._sessions[logits_only] = self._open_session(logits_only)
+        session = self._sessions[logits_only]
+        names = ["logits"] if logits_only else ["logits", "signals"]
         feeds = {
             "input_ids": np.ascontiguousarray(input_ids, dtype=np.int64),
             "attention_mask": np.ascontiguousarray(attention_mask, dtype=np.int64),
         }
-        outputs = self._run_bound(names, feeds) if self._io_binding else self._session.run(names, feeds)
+        outputs = self._run_bound(session, names, feeds) if self._io_binding else session.run(names, feeds)
         logits = np.asarray(outputs[0], dtype=np.float32)
-        signals = np.asarray(outputs[1], dtype=np.float32) if with_signals else None
+        signals = None if logits_only else np.asarray(outputs[1], dtype=np.float32)
         return ForwardOutput(logits=logits, signals=signals)
 
-    def _run_bound(self, names: list[str], feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    @staticmethod
+    def _run_bound(session, names: list[str], feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         """CUDA: inputs copied once, outputs kept on the device until the single copy back."""
-        binding = self._session.io_binding()
+        binding = session.io_binding()
         for name, array in feeds.items():
             binding.bind_cpu_input(name, array)
         for name in names:
             binding.bind_output(name, "cuda")
-        self._session.run_with_iobinding(binding)
+        session.run_with_iobinding(binding)
         return binding.copy_outputs_to_cpu()
 
 
-def _read_metadata(path: Path) -> tuple[ModelInfo, Tokenizer, dict]:
-    """Parse and check the file: metadata present, inputs named as fmm-fast exports them, tokenizer fits."""
+def _read_metadata(path: Path) -> tuple[ModelInfo, Tokenizer, dict, set[str]]:
+    """Parse and check the file: metadata present, inputs named as fmm-fast exports them, tokenizer fits.
+    Returns the ModelInfo, tokenizer, verification report and the graph's output names."""
     import onnx
 
     try:
@@ -178,7 +203,8 @@ def _read_metadata(path: Path) -> tuple[ModelInfo, Tokenizer, dict]:
             f"'{path}' takes inputs {inputs}, fmm-fast feeds {list(INPUT_NAMES)}; "
             "re-export with `fmm-fast export`"
         )
-    if "logits" not in {value.name for value in model.graph.output}:
+    outputs = {value.name for value in model.graph.output}
+    if "logits" not in outputs:
         raise UserError(f"'{path}' has no 'logits' output; re-export with `fmm-fast export`")
     try:
         info = ModelInfo.from_json(metadata[METADATA_INFO])
@@ -189,7 +215,7 @@ def _read_metadata(path: Path) -> tuple[ModelInfo, Tokenizer, dict]:
             "`fmm-fast export`"
         ) from error
     _check_tokenizer(path, model, info, tokenizer)
-    return info, tokenizer, json.loads(metadata.get(METADATA_VERIFICATION, "{}"))
+    return info, tokenizer, json.loads(metadata.get(METADATA_VERIFICATION, "{}")), outputs
 
 
 def _check_tokenizer(path: Path, model, info: ModelInfo, tokenizer: Tokenizer) -> None:
@@ -242,26 +268,44 @@ def _provider_missing(reason: str, strict: bool) -> None:
     print(f"fmm-fast: warning: {reason}; running on CPUExecutionProvider", file=sys.stderr)
 
 
-def _optimized_graph(path: Path, key: str, chain: list[str]) -> Path:
-    """The cached optimised graph for provider `key`, written first if missing or older than the model.
+def _session_source(path: Path, key: str, chain: list[str], logits_only: bool) -> str | bytes:
+    """What a session loads: the cached optimised graph for provider `key` (the logits-only cut or the
+    whole graph), written first if missing or older than the model.
 
     Written at ORT_ENABLE_EXTENDED: ORT_ENABLE_ALL adds hardware-specific layouts that must not be saved;
-    the session applies them when it loads the cache. Falls back to the model if the folder is read-only.
+    the session applies them when it loads the cache. Without a cache (TensorRT, a read-only folder) it
+    is the model itself, or its logits-only cut as bytes.
     """
     import onnxruntime as ort
 
-    cache = path.with_name(f"{path.stem}.opt-{key}-ort{ort.__version__}.onnx")
+    kind = ".logits" if logits_only else ""
+    cache = path.with_name(f"{path.stem}{kind}.opt-{key}-ort{ort.__version__}.onnx")
     if cache.is_file() and cache.stat().st_mtime >= path.stat().st_mtime:
-        return cache
+        return str(cache)
+    source = _logits_only_graph(path) if logits_only else str(path)
+    if key not in CACHED_PROVIDERS:
+        return source
     staged = cache.with_name(f".{cache.stem}.{os.getpid()}.tmp.onnx")  # ORT picks the format by suffix
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
     options.optimized_model_filepath = str(staged)
     options.log_severity_level = 3
     try:
-        ort.InferenceSession(str(path), options, providers=chain)
+        ort.InferenceSession(source, options, providers=chain)
         os.replace(staged, cache)
     except (OSError, RuntimeError):  # read-only folder, or ORT could not write it: run the model itself
         staged.unlink(missing_ok=True)
-        return path
-    return cache
+        return source
+    return str(cache)
+
+
+def _logits_only_graph(path: Path) -> bytes:
+    """The model cut down to the nodes its `logits` output needs (ONNX Runtime runs every node of a
+    graph whatever outputs are asked for), serialised."""
+    import onnx
+    from onnx.utils import Extractor
+
+    model = onnx.load(str(path))
+    initializers = {init.name for init in model.graph.initializer}
+    inputs = [value.name for value in model.graph.input if value.name not in initializers]
+    return Extractor(model).extract_model(inputs, ["logits"]).SerializeToString()

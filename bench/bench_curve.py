@@ -54,7 +54,8 @@ from fmm_fast.models import SequenceClassifier
 from fmm_fast.stats import RATIOS
 from fmm_fast.types import EncodedSplit, load_ragged, pad_batch
 
-MEASURES = ["rand", "grad-l2", "inp-grad-abs", "int-grad-abs", "loo-abs"]
+# One of each cost profile: a -sign variant runs the same passes as its -abs twin (only the ranking differs).
+MEASURES = ["rand", "grad-l1", "grad-l2", "inp-grad-abs", "int-grad-abs", "loo-abs"]
 BEAM = "beam-sign-10"
 LOO = "loo-abs"
 METRIC = DATASETS[DATASET].metric

@@ -485,17 +485,32 @@ def masf_table(study: Study) -> str:
                 for model in record["models"].values()
                 if model["strategy"] == strategy
             ]
+            calibrations = [
+                model["calibration"]
+                for record in records
+                for model in record["models"].values()
+                if model["strategy"] == strategy
+            ]
             cells = []
             for ratio in MASF_TABLE_RATIOS:
                 simes = [seed[ratio]["simes"] for seed in per_seed]
                 inside = sum(seed[ratio]["in_distribution"] for seed in per_seed)
                 cells.append(f"{statistics.median(simes):.3g} ({inside}/{len(simes)})")
-            rows.append([plan.dataset, strategy, *cells])
-    header = ["Dataset", "Strategy", *[f"{100 * r:.0f}% masked" for r in MASF_TABLE_RATIOS]]
+            floors = [c["p_value_floor"] for c in calibrations if "p_value_floor" in c]
+            floor = f"{statistics.median(floors):.3g}" if floors else "n/a"
+            rows.append([plan.dataset, strategy, *cells, f"{calibrations[0]['n']}, {floor}"])
+    header = [
+        "Dataset",
+        "Strategy",
+        *[f"{100 * r:.0f}% masked" for r in MASF_TABLE_RATIOS],
+        "Calibration N, p floor",
+    ]
     caption = (
         "MaSF Simes p-value of the test examples (explained tokens masked uniformly at random at each ratio; "
         "calibrated on the validation split masked as the model was trained): median over seeds, and in "
-        f"parentheses the seeds whose p-value is above {IN_DISTRIBUTION_LEVEL} (in distribution)."
+        f"parentheses the seeds whose p-value is above {IN_DISTRIBUTION_LEVEL} (in distribution). The last "
+        "column: calibration examples and the median p-value floor (`MaSFCalibration.p_value_floor`, the "
+        "smallest p-value the calibration allows); a floor above 0.05 means the test cannot detect anything."
     )
     return f"{caption}\n\n{_markdown_table(header, rows)}"
 

@@ -235,6 +235,14 @@ class MaSFCalibration:
     def n_calibration(self) -> int:
         return int(self.sorted_fisher.shape[0])
 
+    @property
+    def p_value_floor(self) -> float:
+        """The smallest p-value any test example can get: the share of calibration examples tied at the
+        largest Fisher statistic. With few calibration examples many of them are a feature's extreme
+        in-sample (p 0 there), every layer's Simes p hits 0 and the statistic saturates at its cap; a
+        floor above the test's level (0.05) means the test can never call an input out of distribution."""
+        return float(np.count_nonzero(self.sorted_fisher == self.sorted_fisher[-1]) / self.n_calibration)
+
     @classmethod
     def fit(cls, calibration_signals: np.ndarray) -> MaSFCalibration:
         """calibration_signals: (N, L+1, D) float32, N ≥ 20."""

@@ -72,7 +72,12 @@ def run_masf(
             progress.update(1)
     return {
         "strategy": info.strategy,
-        "calibration": {"strategy": strategy, "n": calibration.n_calibration, "split": "validation"},
+        "calibration": {
+            "strategy": strategy,
+            "n": calibration.n_calibration,
+            "split": "validation",
+            "p_value_floor": calibration.p_value_floor,
+        },
         "n_test": len(test),
         "per_ratio": per_ratio,
         "p_values": {f"{r:.1f}": p.tolist() for r, p in p_values.items()},

@@ -83,6 +83,7 @@ def test_masf_on_the_onnx_model(tiny_babi, tmp_path):
     (summary,) = record["models"].values()
     assert [round(s["ratio"], 1) for s in summary["per_ratio"]] == [round(0.1 * j, 1) for j in range(11)]
     assert summary["calibration"]["strategy"] == "masked"
+    assert 0 < summary["calibration"]["p_value_floor"] <= 1
     assert (out / "masf.png").is_file() and (out / "p_values.csv").is_file()
 
 

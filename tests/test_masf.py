@@ -186,3 +186,23 @@ def test_fisher_epsilon_bounds_the_statistic():
     calibration = np.arange(20, dtype=np.float32).reshape(20, 1, 1)
     fit = MaSFCalibration.fit(calibration)
     assert fit.sorted_fisher.max() == pytest.approx(-2 * math.log(1e-8))
+
+
+def test_small_calibration_saturates_and_reports_its_p_value_floor():
+    # 60 examples of 7×384 features: most are some feature's in-sample extreme in every layer, so their
+    # Fisher statistic sits at the cap 7·(−2 log 1e-8) and no test example can score below their share.
+    rng = np.random.default_rng(2)
+    calibration = rng.standard_normal((60, 7, 384)).astype(np.float32)
+    fit = MaSFCalibration.fit(calibration)
+    cap = 7 * -2 * math.log(1e-8)
+    saturated = float(np.mean(np.isclose(fit.sorted_fisher, cap)))
+    assert fit.p_value_floor == pytest.approx(saturated) and fit.p_value_floor > 0.05
+    far_away = calibration[:10] + np.float32(10.0)
+    np.testing.assert_allclose(fit.p_values(far_away), fit.p_value_floor)
+    assert summarize_p_values(fit.p_values(far_away))["in_distribution"]  # powerless: the floor says why
+
+
+def test_large_calibration_has_a_low_p_value_floor():
+    rng = np.random.default_rng(3)
+    fit = MaSFCalibration.fit(rng.standard_normal((400, 3, 16)).astype(np.float32))
+    assert fit.p_value_floor <= 0.01

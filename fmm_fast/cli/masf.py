@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import sys
 import time
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from fmm_fast.cli.options import (
 from fmm_fast.engine import DEFAULT_TOKEN_BUDGET
 from fmm_fast.errors import UserError
 from fmm_fast.loading import load_model
-from fmm_fast.masf import plot_p_values
+from fmm_fast.masf import IN_DISTRIBUTION_LEVEL, plot_p_values
 from fmm_fast.masf_run import run_masf
 from fmm_fast.pipeline import DataOptions
 from fmm_fast.progress import progress_bar
@@ -127,4 +128,14 @@ def _print_table(results: dict) -> None:
             print(
                 f"{label:<36}{s['ratio']:>6.1f}{s['simes']:>10.3g}{s['share_below']['0.05']:>8.2f}"
                 f"{'yes' if s['in_distribution'] else 'no':>9}"
+            )
+    for label, result in results.items():
+        calibration = result["calibration"]
+        if calibration["p_value_floor"] > IN_DISTRIBUTION_LEVEL:
+            print(
+                f"fmm-fast: warning: {label}: the calibration saturates ({calibration['n']} examples, "
+                f"{100 * calibration['p_value_floor']:.0f}% at the largest statistic): no p-value can fall "
+                f"below {calibration['p_value_floor']:.2f}, so 'in distribution' means nothing here; "
+                "calibrate on a larger validation split (--size)",
+                file=sys.stderr,
             )

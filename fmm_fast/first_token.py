@@ -3,7 +3,8 @@
 A sequence classifier reads only the first token's final hidden state (BERT's pooler, RoBERTa's head).
 Every other position of the last layer still needs its key and value, but not its query, attention
 output, feed-forward block or layer norms: skipping those saves about 10/12 of one layer's matrix work
-(≈14% of a 6-layer MiniLM forward pass, 40% of a 2-layer one) with the same logits up to float rounding.
+(≈13% of a 6-layer MiniLM forward pass on 27-token sentences, 40% of a 2-layer one) with the same
+logits up to float rounding.
 
 It works by temporarily replacing the `forward` of the model's last `encoder.layer` module, so Hugging
 Face's own embeddings, masks and classification heads run unchanged; architectures without the

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 
 import pytest
@@ -75,7 +76,7 @@ def test_explain_writes_jsonl_and_html(tiny_babi, tmp_path):
     assert "<span" in out.with_suffix(".html").read_text()
 
 
-def test_masf_on_the_onnx_model(tiny_babi, tmp_path):
+def test_masf_on_the_onnx_model(tiny_babi, tmp_path, capsys):
     _, onnx_path, data = tiny_babi
     out = tmp_path / "masf"
     assert main(["masf", "--model", str(onnx_path), *data_flags(data), "--out", str(out)]) == 0
@@ -83,7 +84,11 @@ def test_masf_on_the_onnx_model(tiny_babi, tmp_path):
     (summary,) = record["models"].values()
     assert [round(s["ratio"], 1) for s in summary["per_ratio"]] == [round(0.1 * j, 1) for j in range(11)]
     assert summary["calibration"]["strategy"] == "masked"
-    assert 0 < summary["calibration"]["p_value_floor"] <= 1
+    floor = summary["calibration"]["p_value_floor"]
+    assert 0 < floor <= 1
+    assert min(min(p) for p in _p_values_csv(out / "p_values.csv").values()) >= floor - 1e-12
+    warned = "the calibration saturates" in capsys.readouterr().err
+    assert warned == (floor > 0.05)
     assert (out / "masf.png").is_file() and (out / "p_values.csv").is_file()
 
 
@@ -150,3 +155,12 @@ def test_usage_mistakes_exit_2_without_traceback(capsys):
     assert main(["train", "babi-1"]) == 2  # the dataset given without --dataset
     err = capsys.readouterr().err
     assert "Traceback" not in err and "--dataset" in err
+
+
+def _p_values_csv(path) -> dict[str, list[float]]:
+    """{ratio: p-values} from masf's p_values.csv."""
+    by_ratio: dict[str, list[float]] = {}
+    with open(path, newline="") as handle:
+        for row in csv.DictReader(handle):
+            by_ratio.setdefault(row["ratio"], []).append(float(row["p_value"]))
+    return by_ratio

@@ -38,10 +38,11 @@ def demo(
         f"({BEAM_MEASURE} on {config.beam_limit} sentences against its own rand baseline; "
         f"the others on {config.eval_limit})"
     )
-    masf = summary["masf"]
+    masf, calibration = summary["masf"], summary["masf_calibration"]
     print(
         "MaSF Simes p-value (in distribution if > 0.05): "
         + ", ".join(f"{100 * r:.0f}% masked: {masf[r]:.3g}" for r in (0.0, 0.5, 1.0))
+        + f" (calibration {calibration['n']} sentences, lowest possible p {calibration['p_value_floor']:.3g})"
     )
     print("steps (s): " + ", ".join(f"{k} {v}" for k, v in summary["steps_seconds"].items()))
     print(

@@ -1,0 +1,24 @@
+"""The demo's pipeline end to end on a tiny model (the real demo trains MiniLM for minutes)."""
+
+from __future__ import annotations
+
+import json
+
+from fmm_fast.demo import BEAM_MEASURE, DemoConfig, run_demo
+from fmm_fast.models import TINY_ROBERTA
+
+
+def test_demo_pipeline_writes_every_step_and_calibrates_on_the_whole_validation_split(tmp_path) -> None:
+    config = DemoConfig(model=TINY_ROBERTA, lr=1e-3, train_size=300, eval_limit=3, beam_limit=1)
+    summary = run_demo(tmp_path, config)
+    assert set(summary["steps_seconds"]) == {"train", "export", "evaluate-curves", "evaluate-beam", "masf"}
+    assert {"rand", "grad-l2", "inp-grad-abs", "int-grad-abs", "loo-abs", "loo-sign", BEAM_MEASURE} <= set(
+        summary["measures"]
+    )
+    # the 917-sentence validation split, not the 33 of the 300-sentence training run
+    assert summary["masf_calibration"]["n"] == 917
+    assert 0 < summary["masf_calibration"]["p_value_floor"] < 0.05
+    assert len(summary["masf"]) == 11  # ratios 0, 0.1, ..., 1
+    assert json.loads((tmp_path / "demo.json").read_text())["masf_calibration"] == summary["masf_calibration"]
+    for name in ("model.onnx", "curves.png", "masf.png", "masf.json", "curves/result.json"):
+        assert (tmp_path / name).is_file()

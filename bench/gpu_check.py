@@ -93,9 +93,8 @@ def main() -> None:
     flops = encoder_flops(lengths, shape, first_token_last_layer=False)
     engine_flops = encoder_flops(lengths, shape, first_token_last_layer=True)
     full_model = load_checkpoint(args.checkpoint)[0].float().to(device).eval()
-    full_model.use_first_token_last_layer = (
-        False  # the baseline: every layer in full, as Hugging Face runs it
-    )
+    # the baseline: every layer in full, as Hugging Face runs it
+    full_model.use_first_token_last_layer = False
     straightforward = straightforward_loo(full_model, loo_split, info.mask_id)
     straightforward()  # warm-up (CUDA context, kernels)
     base_seconds, base_scores = timed(straightforward, device)

@@ -507,18 +507,14 @@ def masf_table(study: Study) -> str:
     for plan in study.scale.datasets:
         records = [_json(study.masf_dir(plan.dataset, s) / "masf.json") for s in study.scale.seeds]
         for strategy in MASF_STRATEGIES:
-            per_seed = [
-                {round(entry["ratio"], 1): entry for entry in model["per_ratio"]}
+            models = [
+                model
                 for record in records
                 for model in record["models"].values()
                 if model["strategy"] == strategy
             ]
-            calibrations = [
-                model["calibration"]
-                for record in records
-                for model in record["models"].values()
-                if model["strategy"] == strategy
-            ]
+            per_seed = [{round(entry["ratio"], 1): entry for entry in m["per_ratio"]} for m in models]
+            calibrations = [m["calibration"] for m in models]
             cells = []
             for ratio in MASF_TABLE_RATIOS:
                 simes = [seed[ratio]["simes"] for seed in per_seed]

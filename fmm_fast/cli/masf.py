@@ -105,6 +105,7 @@ def masf(
         out / "masf.png",
     )
     _print_table(results)
+    _warn_saturated_calibrations(results)
     print(f"wrote {out / 'masf.json'}, {out / 'p_values.csv'}, {out / 'masf.png'}")
 
 
@@ -129,6 +130,10 @@ def _print_table(results: dict) -> None:
                 f"{label:<36}{s['ratio']:>6.1f}{s['simes']:>10.3g}{s['share_below']['0.05']:>8.2f}"
                 f"{'yes' if s['in_distribution'] else 'no':>9}"
             )
+
+
+def _warn_saturated_calibrations(results: dict) -> None:
+    """One warning per model whose calibration cannot produce p-values below the test's level."""
     for label, result in results.items():
         calibration = result["calibration"]
         if calibration["p_value_floor"] > IN_DISTRIBUTION_LEVEL:

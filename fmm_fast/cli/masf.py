@@ -61,7 +61,9 @@ def masf(
 
     Calibrates on the validation split masked as the model was trained, then tests the test split at masking
     ratios 0, 0.1, ..., 1 (random masking of explained tokens, or the sets an evaluation saved).
-    "In distribution" = Simes summary above 0.05.
+    "In distribution" = Simes summary above 0.05. --size caps the calibration set too: leave it out to
+    calibrate on the whole validation split (SPEC §6), which stays disjoint from a capped run's train split;
+    a calibration of a few hundred examples saturates (see the p-value floor it reports).
     """
     if (measure is None) != (evaluation is None):
         raise UserError(

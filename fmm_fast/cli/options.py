@@ -30,8 +30,12 @@ DeviceOption = Annotated[
 TokenBudgetOption = Annotated[
     int, typer.Option(help="Max rows × padded length per forward batch (bounds memory; a cost knob).")
 ]
-SizeOption = Annotated[int | None, typer.Option(help="bAbI: train+validation questions to generate.")]
-TestSizeOption = Annotated[int | None, typer.Option(help="bAbI: test questions to generate.")]
+SizeOption = Annotated[
+    int | None, typer.Option(help="Cap train+validation at N examples (a seeded subset; bAbI: N generated).")
+]
+TestSizeOption = Annotated[
+    int | None, typer.Option(help="Cap the test split at N examples (a seeded subset; bAbI: N generated).")
+]
 TextFieldOption = Annotated[
     str | None, typer.Option(help="Local file: the column holding the explained text.")
 ]

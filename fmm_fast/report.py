@@ -21,7 +21,13 @@ import numpy as np
 
 from fmm_fast import __version__
 from fmm_fast.errors import UserError
-from fmm_fast.stats import BABI_CONVERGENCE_THRESHOLD, bootstrap_ci, converged, format_ci
+from fmm_fast.stats import (
+    BABI_CONVERGENCE_THRESHOLD,
+    bootstrap_ci,
+    converged,
+    format_ci,
+    proportion_interval,
+)
 
 RESULT_FILE = "result.json"
 BASELINE_MEASURE = "rand"
@@ -88,6 +94,7 @@ class EvaluationResult:
     majority_baseline: float
     ratios: np.ndarray
     measures: dict[str, MeasureRun]
+    n_examples: int
 
     @property
     def unmasked(self) -> float:
@@ -138,6 +145,9 @@ def _parse_result(path: Path, data: object) -> EvaluationResult:
     seed = _field(data, "seed", "")
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise _MalformedResult("seed must be an integer")
+    n_examples = _field(data, "n_examples", "")
+    if isinstance(n_examples, bool) or not isinstance(n_examples, int) or n_examples < 1:
+        raise _MalformedResult("n_examples must be a positive integer")
     ratios = _numbers(_field(data, "ratios", ""), "ratios")
     if len(ratios) < 2 or ratios[0] != 0 or ratios[-1] != 1 or np.any(np.diff(ratios) <= 0):
         raise _MalformedResult(f"ratios must rise strictly from 0 to 1, got {ratios.tolist()}")
@@ -174,6 +184,7 @@ def _parse_result(path: Path, data: object) -> EvaluationResult:
         majority_baseline=_number(_field(data, "majority_baseline", ""), "majority_baseline"),
         ratios=ratios,
         measures=measures,
+        n_examples=n_examples,
     )
 
 
@@ -299,13 +310,27 @@ class DroppedSeed:
     seed: int
     metric: str
     unmasked: float
+    n_examples: int  # of the run that judged convergence
     files: list[Path]
 
+    @property
+    def undecided(self) -> bool:
+        """True when the threshold lies inside the metric's 95% interval: too few examples to tell."""
+        low, high = proportion_interval(self.unmasked, self.n_examples)
+        return low <= BABI_CONVERGENCE_THRESHOLD <= high
+
     def describe(self) -> str:
+        hint = ""
+        if self.undecided:
+            low, high = proportion_interval(self.unmasked, self.n_examples)
+            hint = (
+                f"; {self.n_examples} examples cannot tell (95% interval {100 * low:.0f}–{100 * high:.0f}): "
+                "evaluate more of them (--limit)"
+            )
         return (
             f"{self.dataset} / {self.strategy} seed {self.seed}: unmasked {self.metric} "
-            f"{100 * self.unmasked:.1f} ≤ {100 * BABI_CONVERGENCE_THRESHOLD:.1f} "
-            f"({', '.join(str(p) for p in self.files)})"
+            f"{100 * self.unmasked:.1f} ≤ {100 * BABI_CONVERGENCE_THRESHOLD:.1f} on {self.n_examples} "
+            f"examples{hint} ({', '.join(str(p) for p in self.files)})"
         )
 
 
@@ -384,12 +409,17 @@ def aggregate(
         kept: dict[int, list[EvaluationResult]] = {}
         for seed in sorted(runs_by_seed):
             seed_results = runs_by_seed[seed]
-            if not drop_unconverged or converged(dataset, seed_results[0].unmasked):
+            # the run on the most examples judges (a beam run on a handful must not)
+            judge = max(seed_results, key=lambda r: r.n_examples)
+            if not drop_unconverged or converged(dataset, judge.unmasked):
                 kept[seed] = seed_results
             else:
-                paths = [r.path for r in seed_results]
-                first = seed_results[0]
-                dropped.append(DroppedSeed(dataset, strategy, seed, first.metric, first.unmasked, paths))
+                files = [r.path for r in seed_results]
+                dropped.append(
+                    DroppedSeed(
+                        dataset, strategy, seed, judge.metric, judge.unmasked, judge.n_examples, files
+                    )
+                )
         if not kept:
             continue
         names = sorted({n for rs in kept.values() for r in rs for n in r.measures}, key=measure_sort_key)
@@ -662,6 +692,8 @@ def report_to_dict(report: Report) -> dict:
                 "seed": d.seed,
                 "metric": d.metric,
                 "unmasked": _json_number(d.unmasked),
+                "n_examples": d.n_examples,
+                "undecided": d.undecided,
                 "files": [str(p) for p in d.files],
             }
             for d in report.dropped

@@ -117,6 +117,15 @@ def format_ci(mean: float, low: float, high: float) -> str:
     return f"{mean_text} ({_signed(100 * (low - mean), '−')}/{_signed(100 * (high - mean), '+')})"
 
 
+def proportion_interval(proportion: float, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a proportion (e.g. accuracy) measured on n examples."""
+    z = float(scipy.stats.norm.ppf(0.5 + confidence / 2))
+    shrink = 1 + z * z / n
+    center = (proportion + z * z / (2 * n)) / shrink
+    half = z * math.sqrt(proportion * (1 - proportion) / n + z * z / (4 * n * n)) / shrink
+    return center - half, center + half
+
+
 def converged(dataset: str, unmasked_metric: float) -> bool:
     """False for a bAbI seed (dataset name starting with "babi") whose unmasked metric is <= 0.5.
 

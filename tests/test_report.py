@@ -42,6 +42,7 @@ def write_result(
     metric: str = "accuracy",
     split: str = "test",
     subdir: str = "",
+    n_examples: int = 100,
 ) -> Path:
     """A result.json as `fmm-fast evaluate` writes it. scores: measure -> (acu, racu), read as given."""
     curves = {
@@ -66,7 +67,7 @@ def write_result(
         "dataset": dataset,
         "split": split,
         "seed": seed,
-        "n_examples": 100,
+        "n_examples": n_examples,
         "metric": metric,
         "majority_baseline": 0.51,
         "ratios": RATIOS.tolist(),
@@ -153,7 +154,8 @@ def test_table_cells_dropped_seeds_and_files(results: Path, tmp_path: Path):
     assert plain["loo-abs"] == ["RACU", "30.0"]  # one seed: no interval
     assert table.index("### Strategy: plain") < table.index("### Strategy: masked")
 
-    assert "babi-2 / masked seed 2: unmasked micro_f1 40.0 ≤ 50.0" in table
+    # 40% of 100 examples: the 95% interval (31–50%) stays below the threshold, so no "cannot tell" hint
+    assert "babi-2 / masked seed 2: unmasked micro_f1 40.0 ≤ 50.0 on 100 examples (" in table
     assert [(d.dataset, d.seed) for d in report.dropped] == [("babi-2", 2)]
 
     tex = (out / "table.tex").read_text()
@@ -175,6 +177,7 @@ def test_table_cells_dropped_seeds_and_files(results: Path, tmp_path: Path):
 
     data = json.loads((out / "report.json").read_text())
     assert data["dropped_seeds"][0]["seed"] == 2 and data["dropped_seeds"][0]["unmasked"] == 0.4
+    assert data["dropped_seeds"][0]["n_examples"] == 100 and data["dropped_seeds"][0]["undecided"] is False
     groups = {(g["dataset"], g["strategy"]): g for g in data["groups"]}
     babi_loo = groups[("babi-2", "masked")]["measures"]["loo-abs"]
     assert babi_loo["seeds"] == [0, 1] and babi_loo["racu"]["values"] == BABI_LOO_ABS_RACU[:2]
@@ -237,6 +240,7 @@ def test_no_results_names_the_directories(tmp_path: Path, capsys):
         ),
         (lambda text, data: json.dumps({**data, "ratios": [0.0, 1.0]}), "has 11 values for 2 ratios"),
         (lambda text, data: json.dumps({**data, "seed": "zero"}), "seed must be an integer"),
+        (lambda text, data: json.dumps({**data, "n_examples": 0}), "n_examples must be a positive integer"),
         (
             lambda text, data: text.replace('"signed": false', '"signed": "no"', 1),
             "signed must be true or false",
@@ -256,6 +260,28 @@ def test_malformed_result_names_the_file(results: Path, tmp_path: Path, capsys, 
     assert error.startswith(f"fmm-fast: error: malformed result file {path}: ")
     assert problem in error and len(error.splitlines()) == 1
     assert not (tmp_path / "out" / "report.json").exists()
+
+
+def test_convergence_is_judged_on_the_run_with_most_examples(tmp_path: Path):
+    """A beam run on two examples (sorted first by path) must not decide; the curves run on 100 does."""
+    for seed, curves_unmasked, beam_unmasked in ((0, 0.99, 0.0), (1, 0.40, 1.0)):
+        beam = {"rand": (0.0, 0.0), "beam-sign-10": (0.3, 1.8)}
+        write_result(tmp_path, "babi-2", "masked", seed, beam, beam_unmasked, subdir="a-beam", n_examples=2)
+        curves = {"rand": (0.0, 0.0), "loo-abs": (0.2, 0.9)}
+        write_result(tmp_path, "babi-2", "masked", seed, curves, curves_unmasked, subdir="b-curves")
+    report = load_report([tmp_path])
+    assert report.groups[0].seeds == [0]
+    [dropped] = report.dropped
+    assert (dropped.seed, dropped.unmasked, dropped.n_examples) == (1, 0.40, 100)
+
+
+def test_dropped_seed_on_few_examples_says_it_cannot_tell(tmp_path: Path):
+    write_result(tmp_path, "babi-2", "masked", 0, {"rand": (0.0, 0.0)}, 0.99, metric="micro_f1")
+    write_result(tmp_path, "babi-2", "masked", 1, {"rand": (0.0, 0.0)}, 0.5, metric="micro_f1", n_examples=40)
+    [dropped] = load_report([tmp_path]).dropped
+    assert dropped.undecided
+    expected = "50.0 ≤ 50.0 on 40 examples; 40 examples cannot tell (95% interval 35–65): evaluate more"
+    assert expected in dropped.describe()
 
 
 def test_conflicting_results_are_user_errors(tmp_path: Path):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from fmm_fast.stats import RATIOS, acu_racu, bootstrap_ci, converged, format_ci
+from fmm_fast.stats import RATIOS, acu_racu, bootstrap_ci, converged, format_ci, proportion_interval
 
 # An 11-point baseline falling linearly from 0.9 to b(1) = 0.5: b(r) = 0.9 − 0.4 r.
 # Its RACU denominator is ∫ (b(r) − b(1)) dr = ∫ 0.4 (1 − r) dr over [0, 1] = 0.2 (trapezoids are exact
@@ -173,3 +173,15 @@ def test_format_ci(mean, low, high, text):
 )
 def test_converged(dataset, unmasked, expected):
     assert converged(dataset, unmasked) is expected
+
+
+@pytest.mark.parametrize(
+    ("proportion", "n", "expected"),
+    [
+        (0.5, 40, (0.3520, 0.6480)),
+        (0.0, 10, (0.0, 0.2775)),  # Wilson's upper bound at 0 successes: z² / (n + z²)
+        (0.4, 100, (0.3094, 0.4980)),
+    ],
+)
+def test_proportion_interval(proportion, n, expected):
+    assert proportion_interval(proportion, n) == pytest.approx(expected, abs=1e-4)

@@ -314,15 +314,20 @@ class DroppedSeed:
     files: list[Path]
 
     @property
+    def interval(self) -> tuple[float, float]:
+        """95% (Wilson) interval of the unmasked metric, an accuracy on n_examples."""
+        return proportion_interval(self.unmasked, self.n_examples)
+
+    @property
     def undecided(self) -> bool:
-        """True when the threshold lies inside the metric's 95% interval: too few examples to tell."""
-        low, high = proportion_interval(self.unmasked, self.n_examples)
+        """True when the threshold lies inside the interval: too few examples to tell."""
+        low, high = self.interval
         return low <= BABI_CONVERGENCE_THRESHOLD <= high
 
     def describe(self) -> str:
         hint = ""
         if self.undecided:
-            low, high = proportion_interval(self.unmasked, self.n_examples)
+            low, high = self.interval
             hint = (
                 f"; {self.n_examples} examples cannot tell (95% interval {100 * low:.0f}–{100 * high:.0f}): "
                 "evaluate more of them (--limit)"

@@ -8,4 +8,5 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # help paragraphs re-wrapped to the terminal, not broken at the docstring's lines
 )

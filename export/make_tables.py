@@ -5,7 +5,9 @@ Usage: python export/make_tables.py --results runs/sst2 runs/babi-2 --out docs/r
 
 import sys
 
-from fmm_fast.report import export_script_main, write_tables
+from export_cli import export_main
+
+from fmm_fast.report.write import write_tables
 
 if __name__ == "__main__":
-    sys.exit(export_script_main(sys.argv[1:], write_tables, __doc__.splitlines()[0]))
+    sys.exit(export_main(sys.argv[1:], write_tables, __doc__.splitlines()[0]))

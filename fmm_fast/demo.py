@@ -16,12 +16,11 @@ from fmm_fast.errors import UserError
 from fmm_fast.evaluate import EvaluationSettings, evaluate_model
 from fmm_fast.export import export_onnx
 from fmm_fast.loading import load_model
-from fmm_fast.masf import plot_p_values
 from fmm_fast.masf_run import run_masf
 from fmm_fast.measures import get_measure
 from fmm_fast.pipeline import DataOptions, open_split
 from fmm_fast.progress import progress_bar
-from fmm_fast.report import plot_run_curves
+from fmm_fast.report.plots import plot_p_values, plot_run_curves
 from fmm_fast.runrecord import versions, write_json
 from fmm_fast.stats import RATIOS
 from fmm_fast.train import train

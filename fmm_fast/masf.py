@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from os import PathLike
 
 import numba
 import numpy as np
@@ -343,38 +342,3 @@ def summarize_p_values(p_values: np.ndarray) -> dict:
         "in_distribution": simes > IN_DISTRIBUTION_LEVEL,
         "n": int(n),
     }
-
-
-def plot_p_values(curves: dict[str, tuple[list[float], list[float]]], path: str | PathLike) -> None:
-    """Write a PNG of Simes p-value against masking ratio, one line per label, log y axis.
-
-    curves: label -> (masking ratios, Simes p-values). A p-value of 0 cannot sit on a log axis; it is
-    drawn at a floor a decade below the smallest positive value or 0.05, whichever is lower (the axis
-    label says so).
-    """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    if not curves:
-        raise ValueError("plot_p_values needs at least one curve")
-    for label, (ratios, p_values) in curves.items():
-        if len(ratios) != len(p_values):
-            raise ValueError(f"curve {label!r}: {len(ratios)} ratios but {len(p_values)} p-values")
-    all_p = np.concatenate([np.asarray(p, dtype=np.float64) for _, p in curves.values()])
-    positive = all_p[all_p > 0]
-    floor = min(float(positive.min()) if positive.size else IN_DISTRIBUTION_LEVEL, IN_DISTRIBUTION_LEVEL) / 10
-
-    # The Agg canvas directly: no pyplot, so the caller's matplotlib backend is left alone.
-    figure = Figure(figsize=(6, 4), dpi=120)
-    FigureCanvasAgg(figure)
-    axes = figure.add_subplot()
-    for label, (ratios, p_values) in curves.items():
-        axes.plot(ratios, np.maximum(np.asarray(p_values, dtype=np.float64), floor), marker="o", label=label)
-    axes.axhline(IN_DISTRIBUTION_LEVEL, color="gray", linestyle="--", linewidth=1, label="0.05")
-    axes.set_yscale("log")
-    axes.set_xlabel("masking ratio")
-    zero_note = f" (0 drawn at {floor:.0e})" if (all_p <= 0).any() else ""
-    axes.set_ylabel(f"MaSF Simes p-value{zero_note}")
-    axes.legend()
-    figure.tight_layout()
-    figure.savefig(path, format="png")

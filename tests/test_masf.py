@@ -15,7 +15,6 @@ from fmm_fast.masf import (
     _count_below_each,
     masf_numpy_p_values,
     masf_oracle_p_values,
-    plot_p_values,
     summarize_p_values,
 )
 
@@ -165,20 +164,6 @@ def test_non_finite_signals_rejected():
 def test_summary_rejects_empty():
     with pytest.raises(UserError, match="non-empty 1-D"):
         summarize_p_values(np.array([]))
-
-
-def test_plot_writes_png(tmp_path):
-    from matplotlib.image import imread
-
-    path = tmp_path / "masf.png"
-    plot_p_values(
-        {"plain": ([0.0, 0.5, 1.0], [0.4, 1e-3, 0.0]), "masked": ([0.0, 0.5, 1.0], [0.6, 0.3, 0.2])}, path
-    )
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    height, width, _ = imread(path).shape
-    assert height > 100 and width > 100
-    with pytest.raises(ValueError, match="2 ratios but 3 p-values"):
-        plot_p_values({"plain": ([0.0, 0.5], [0.1, 0.2, 0.3])}, tmp_path / "bad.png")
 
 
 def test_fisher_epsilon_bounds_the_statistic():

@@ -11,14 +11,11 @@ import pytest
 
 from fmm_fast.cli import main
 from fmm_fast.errors import UserError
-from fmm_fast.report import (
-    aggregate,
-    load_report,
-    load_result,
-    measure_sort_key,
-    plot_run_curves,
-    write_report,
-)
+from fmm_fast.report.aggregate import aggregate, load_report
+from fmm_fast.report.load import load_result
+from fmm_fast.report.order import measure_sort_key
+from fmm_fast.report.plots import plot_p_values, plot_run_curves
+from fmm_fast.report.write import write_report
 from fmm_fast.stats import RATIOS, bootstrap_ci, format_ci
 
 EXPORT = Path(__file__).resolve().parent.parent / "export"
@@ -275,6 +272,19 @@ def test_convergence_is_judged_on_the_run_with_most_examples(tmp_path: Path):
     assert (dropped.seed, dropped.unmasked, dropped.n_examples) == (1, 0.40, 100)
 
 
+@pytest.mark.parametrize(("beam_dir", "curves_dir"), [("a-beam", "b-curves"), ("b-beam", "a-curves")])
+def test_unmasked_metric_comes_from_the_run_with_most_examples(tmp_path: Path, beam_dir, curves_dir):
+    """Whichever file sorts first by path, the seed's unmasked and fully masked metric are the curves'."""
+    for seed, curves_unmasked in ((0, 0.90), (1, 0.92)):
+        beam = {"rand": (0.0, 0.0), "beam-sign-10": (0.3, 1.8)}
+        write_result(tmp_path, "sst2", "masked", seed, beam, 0.5, 0.1, subdir=beam_dir, n_examples=2)
+        curves = {"rand": (0.0, 0.0), "loo-abs": (0.2, 0.9)}
+        write_result(tmp_path, "sst2", "masked", seed, curves, curves_unmasked, 0.3, subdir=curves_dir)
+    (group,) = load_report([tmp_path]).groups
+    assert group.unmasked.values.tolist() == [0.90, 0.92]
+    assert group.fully_masked.values == pytest.approx([0.3, 0.3])
+
+
 def test_dropped_seed_on_few_examples_says_it_cannot_tell(tmp_path: Path):
     write_result(tmp_path, "babi-2", "masked", 0, {"rand": (0.0, 0.0)}, 0.99, metric="micro_f1")
     write_result(tmp_path, "babi-2", "masked", 1, {"rand": (0.0, 0.0)}, 0.5, metric="micro_f1", n_examples=40)
@@ -315,6 +325,7 @@ def test_measure_order():
 )
 def test_export_scripts(results: Path, tmp_path: Path, monkeypatch, capsys, script, expected):
     out = tmp_path / "docs"
+    monkeypatch.syspath_prepend(str(EXPORT))  # as `python export/SCRIPT` puts the script's folder first
     monkeypatch.setattr(sys, "argv", [script, "--results", str(results), "--out", str(out)])
     with pytest.raises(SystemExit) as exit_:
         runpy.run_path(str(EXPORT / script), run_name="__main__")
@@ -348,3 +359,17 @@ def test_plot_run_curves_keeps_every_seed(results: Path, tmp_path: Path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ValueError, match="one dataset and strategy"):
         plot_run_curves([*paths, results / "sst2-masked-s0" / "result.json"], png)
+
+
+def test_p_value_plot_writes_png(tmp_path: Path):
+    from matplotlib.image import imread
+
+    path = tmp_path / "masf.png"
+    plot_p_values(
+        {"plain": ([0.0, 0.5, 1.0], [0.4, 1e-3, 0.0]), "masked": ([0.0, 0.5, 1.0], [0.6, 0.3, 0.2])}, path
+    )
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    height, width, _ = imread(path).shape
+    assert height > 100 and width > 100
+    with pytest.raises(ValueError, match="2 ratios but 3 p-values"):
+        plot_p_values({"plain": ([0.0, 0.5], [0.1, 0.2, 0.3])}, tmp_path / "bad.png")

@@ -106,7 +106,7 @@ def evaluate(
         rows += _curve_rows(record)
         _print_summary(record, run_dir)
     _write_csv(out / "curves.csv", rows)
-    from fmm_fast.report import plot_run_curves
+    from fmm_fast.report.plots import plot_run_curves
 
     plot_run_curves([out / f"seed-{s}" / "result.json" for s in seed], out / "curves.png")
     print(f"wrote {out / 'curves.csv'}, {out / 'curves.png'}")

@@ -25,10 +25,11 @@ from fmm_fast.cli.options import (
 from fmm_fast.engine import DEFAULT_TOKEN_BUDGET
 from fmm_fast.errors import UserError
 from fmm_fast.loading import load_model
-from fmm_fast.masf import IN_DISTRIBUTION_LEVEL, plot_p_values
+from fmm_fast.masf import IN_DISTRIBUTION_LEVEL
 from fmm_fast.masf_run import run_masf
 from fmm_fast.pipeline import DataOptions
 from fmm_fast.progress import progress_bar
+from fmm_fast.report.plots import plot_p_values
 from fmm_fast.runrecord import ensure_writable, versions, write_json
 from fmm_fast.stats import RATIOS
 

@@ -26,7 +26,8 @@ def report_command(
     ],
 ) -> None:
     """Aggregate ACU/RACU over seeds (mean, 95% BCa CI), plot the erasure curves, print the table."""
-    from fmm_fast.report import render_table_markdown, write_report
+    from fmm_fast.report.tables import render_table_markdown
+    from fmm_fast.report.write import write_report
 
     report = write_report(dirs, out)
     typer.echo(f"fmm-fast report: {len(report.files)} results, written to {out}", err=True)

@@ -1,0 +1,10 @@
+"""`fmm-fast report`: aggregate evaluation result files into tables, curve figures and JSON (SPEC §5).
+
+Every `result.json` (kind "evaluate") is one seed sample of one (dataset, strategy). The report reads the
+per-seed ACU/RACU, curves and timings written there and only aggregates them: mean and 95% BCa bootstrap CI
+across seeds, after dropping bAbI seeds that did not converge.
+
+One module per step: `load` reads result files, `aggregate` groups and summarises them, `tables` renders
+Markdown and LaTeX, `plots` draws the figures (erasure curves, MaSF p-values), `write` puts it all on disk.
+`order` holds the canonical measure and strategy order they share.
+"""

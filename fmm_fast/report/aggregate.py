@@ -1,0 +1,257 @@
+"""Aggregation of evaluation results over seeds: mean and 95% BCa CI per (dataset, strategy, measure).
+
+Seeds whose model did not converge are dropped (SPEC §5); one run per seed speaks for its model.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from fmm_fast.errors import UserError
+from fmm_fast.report.load import EvaluationResult, read_results
+from fmm_fast.report.order import BASELINE_MEASURE, measure_sort_key, strategy_sort_key
+from fmm_fast.stats import (
+    BABI_CONVERGENCE_THRESHOLD,
+    bootstrap_ci,
+    converged,
+    format_ci,
+    proportion_interval,
+)
+
+BAND_PERCENTILES = (2.5, 97.5)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Mean and 95% BCa bootstrap CI over seeds. values: (n,) float64, one per seed."""
+
+    values: np.ndarray
+    mean: float
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, values: Iterable[float]) -> Estimate:
+        array = np.asarray(list(values), dtype=np.float64)
+        return cls(array, *bootstrap_ci(array))
+
+    def formatted(self) -> str:
+        """×100, one decimal: "54.9 (−2.1/+1.8)"."""
+        return format_ci(self.mean, self.low, self.high)
+
+
+@dataclass(frozen=True)
+class MeasureReport:
+    """One measure aggregated over the kept seeds that ran it.
+
+    curves: (n, R) float64 primary metric per seed; seconds, forward_passes: (n,) float64.
+    """
+
+    name: str
+    signed: bool
+    seeds: list[int]
+    acu: Estimate
+    racu: Estimate
+    curves: np.ndarray
+    seconds: np.ndarray
+    forward_passes: np.ndarray
+
+    @property
+    def score_name(self) -> str:
+        """The score SPEC §5 reads: ACU for signed measures, RACU for unsigned ones."""
+        return "ACU" if self.signed else "RACU"
+
+    @property
+    def score(self) -> Estimate:
+        return self.acu if self.signed else self.racu
+
+    def curve_band(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """(R,) 2.5 and 97.5 percentiles across seeds, or None with fewer than 2 seeds."""
+        if len(self.seeds) < 2:
+            return None
+        low, high = np.percentile(self.curves, BAND_PERCENTILES, axis=0)
+        return low, high
+
+
+@dataclass(frozen=True)
+class GroupReport:
+    """One (dataset, strategy): its kept seeds and measures. ratios: (R,) float64."""
+
+    dataset: str
+    strategy: str
+    split: str
+    metric: str
+    ratios: np.ndarray
+    majority_baseline: float
+    seeds: list[int]
+    unmasked: Estimate
+    fully_masked: Estimate
+    measures: dict[str, MeasureReport]  # canonical order
+    files: list[Path]
+
+
+@dataclass(frozen=True)
+class DroppedSeed:
+    """A seed left out of aggregation because its model did not converge (SPEC §5)."""
+
+    dataset: str
+    strategy: str
+    seed: int
+    metric: str
+    unmasked: float
+    n_examples: int  # of the run that judged convergence
+    files: list[Path]
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        """95% (Wilson) interval of the unmasked metric, an accuracy on n_examples."""
+        return proportion_interval(self.unmasked, self.n_examples)
+
+    @property
+    def undecided(self) -> bool:
+        """True when the threshold lies inside the interval: too few examples to tell."""
+        low, high = self.interval
+        return low <= BABI_CONVERGENCE_THRESHOLD <= high
+
+    def describe(self) -> str:
+        hint = ""
+        if self.undecided:
+            low, high = self.interval
+            hint = (
+                f"; {self.n_examples} examples cannot tell (95% interval {100 * low:.0f}–{100 * high:.0f}): "
+                "evaluate more of them (--limit)"
+            )
+        return (
+            f"{self.dataset} / {self.strategy} seed {self.seed}: unmasked {self.metric} "
+            f"{100 * self.unmasked:.1f} ≤ {100 * BABI_CONVERGENCE_THRESHOLD:.1f} on {self.n_examples} "
+            f"examples{hint} ({', '.join(str(p) for p in self.files)})"
+        )
+
+
+@dataclass(frozen=True)
+class Report:
+    """groups: sorted by strategy, then dataset. ignored: result.json files of other commands."""
+
+    groups: list[GroupReport]
+    dropped: list[DroppedSeed]
+    files: list[Path]
+    ignored: list[Path]
+
+    def strategies(self) -> list[str]:
+        return sorted({g.strategy for g in self.groups}, key=strategy_sort_key)
+
+
+def _check_consistent(results: list[EvaluationResult]) -> None:
+    """Seeds of one (dataset, strategy) must share split, metric and ratios to be averaged."""
+    first = results[0]
+    for result in results[1:]:
+        for attribute, same in (
+            ("split", result.split == first.split),
+            ("metric", result.metric == first.metric),
+            ("ratios", np.array_equal(result.ratios, first.ratios)),
+        ):
+            if not same:
+                raise UserError(
+                    f"{first.path} and {result.path} ({first.dataset}/{first.strategy}) differ in "
+                    f"{attribute}; report results of one {attribute} at a time"
+                )
+
+
+def _measure_report(name: str, runs_by_seed: dict[int, list[EvaluationResult]]) -> MeasureReport:
+    """Collect one measure over the seeds that ran it; a seed may spread its measures over several files."""
+    seeds, runs = [], []
+    for seed, results in runs_by_seed.items():
+        holders = [r for r in results if name in r.measures]
+        # Every file carries its own `rand` baseline, so only rand may repeat within a seed.
+        if len(holders) > 1 and name != BASELINE_MEASURE:
+            raise UserError(
+                f"measure {name} of seed {seed} appears in both {holders[0].path} and {holders[1].path}; "
+                "pass only one of them"
+            )
+        if holders:
+            seeds.append(seed)
+            runs.append(holders[0].measures[name])
+    return MeasureReport(
+        name=name,
+        signed=runs[0].signed,
+        seeds=seeds,
+        acu=Estimate.of(run.acu for run in runs),
+        racu=Estimate.of(run.racu for run in runs),
+        curves=np.stack([run.curve for run in runs]),
+        seconds=np.array([run.seconds for run in runs]),
+        forward_passes=np.array([run.forward_passes for run in runs]),
+    )
+
+
+def _representative_run(seed_results: Sequence[EvaluationResult]) -> EvaluationResult:
+    """The run that speaks for a seed's model: the one on the most examples (on a tie the first given).
+
+    A seed may spread its measures over several files; a beam run on a handful of examples must decide
+    neither convergence nor the seed's unmasked and fully masked metric, whatever the files' paths.
+    """
+    return max(seed_results, key=lambda r: r.n_examples)
+
+
+def aggregate(
+    results: Sequence[EvaluationResult], ignored: Sequence[Path] = (), drop_unconverged: bool = True
+) -> Report:
+    """Group results by (dataset, strategy), drop non-converged seeds, aggregate each measure.
+
+    ignored: result.json files of other commands, only listed in the report.
+    drop_unconverged=False keeps every seed (to plot what one evaluation run produced).
+    """
+    by_group: dict[tuple[str, str], list[EvaluationResult]] = defaultdict(list)
+    for result in sorted(results, key=lambda r: r.path):
+        by_group[(result.dataset, result.strategy)].append(result)
+    groups, dropped = [], []
+    for (dataset, strategy), group_results in by_group.items():
+        _check_consistent(group_results)
+        runs_by_seed: dict[int, list[EvaluationResult]] = defaultdict(list)
+        for result in group_results:
+            runs_by_seed[result.seed].append(result)
+        kept: dict[int, list[EvaluationResult]] = {}
+        representatives: list[EvaluationResult] = []  # one per kept seed
+        for seed in sorted(runs_by_seed):
+            seed_results = runs_by_seed[seed]
+            judge = _representative_run(seed_results)  # seed_results: sorted by path
+            if not drop_unconverged or converged(dataset, judge.unmasked):
+                kept[seed] = seed_results
+                representatives.append(judge)
+            else:
+                files = [r.path for r in seed_results]
+                dropped.append(
+                    DroppedSeed(
+                        dataset, strategy, seed, judge.metric, judge.unmasked, judge.n_examples, files
+                    )
+                )
+        if not kept:
+            continue
+        names = sorted({n for rs in kept.values() for r in rs for n in r.measures}, key=measure_sort_key)
+        groups.append(
+            GroupReport(
+                dataset=dataset,
+                strategy=strategy,
+                split=representatives[0].split,
+                metric=representatives[0].metric,
+                ratios=representatives[0].ratios,
+                majority_baseline=representatives[0].majority_baseline,
+                seeds=list(kept),
+                unmasked=Estimate.of(r.unmasked for r in representatives),
+                fully_masked=Estimate.of(r.fully_masked for r in representatives),
+                measures={name: _measure_report(name, kept) for name in names},
+                files=[r.path for rs in kept.values() for r in rs],
+            )
+        )
+    groups.sort(key=lambda g: (strategy_sort_key(g.strategy), g.dataset))
+    return Report(groups, dropped, files=sorted(r.path for r in results), ignored=list(ignored))
+
+
+def load_report(dirs: Sequence[Path]) -> Report:
+    """Find, read and aggregate every evaluation result.json under `dirs`."""
+    results, ignored = read_results(dirs)
+    return aggregate(results, ignored)

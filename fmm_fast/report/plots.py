@@ -1,0 +1,93 @@
+"""The report's figures as PNG: erasure curves per (dataset, strategy) and MaSF p-values per ratio.
+
+matplotlib is imported inside the functions: it is slow to import and only plotting needs it. Both draw a
+bare Figure, never pyplot, so the caller's matplotlib backend is left alone.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from os import PathLike
+from pathlib import Path
+
+import numpy as np
+
+from fmm_fast.masf import IN_DISTRIBUTION_LEVEL
+from fmm_fast.report.aggregate import GroupReport, aggregate
+from fmm_fast.report.load import load_result
+from fmm_fast.report.order import BASELINE_MEASURE
+
+
+def plot_curves(group: GroupReport, path: Path) -> None:
+    """Primary metric vs masking ratio, one line per measure (rand dashed), percentile band across seeds."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(7, 4.5), layout="constrained")
+    axes = figure.subplots()
+    percent = 100 * group.ratios
+    any_band = False
+    for measure in group.measures.values():
+        (line,) = axes.plot(
+            percent,
+            100 * measure.curves.mean(axis=0),
+            linestyle="--" if measure.name == BASELINE_MEASURE else "-",
+            marker="o",
+            markersize=3,
+            label=f"{measure.name} (n={len(measure.seeds)})",
+        )
+        band = measure.curve_band()
+        if band is not None:
+            any_band = True
+            axes.fill_between(percent, 100 * band[0], 100 * band[1], color=line.get_color(), alpha=0.2, lw=0)
+    if math.isfinite(group.majority_baseline):
+        axes.axhline(100 * group.majority_baseline, color="gray", linestyle=":", label="majority baseline")
+    axes.set_xlabel("masked explained tokens (%)")
+    axes.set_ylabel(f"{group.metric} (×100)")
+    axes.set_title(f"{group.dataset}, {group.strategy} ({group.split} split)")
+    band_note = "mean over seeds; band: 2.5–97.5 percentile" if any_band else "mean over seeds"
+    axes.legend(title=band_note, fontsize="small", title_fontsize="small", loc="best")
+    figure.savefig(path, dpi=120)
+
+
+def plot_run_curves(paths: Sequence[Path], png: Path) -> None:
+    """The figure of one `fmm-fast evaluate` call: its seeds' result.json files, all seeds kept."""
+    results = [result for result in (load_result(path) for path in paths) if result is not None]
+    groups = aggregate(results, drop_unconverged=False).groups
+    if len(groups) != 1:
+        raise ValueError(f"plot_run_curves needs the results of one dataset and strategy, got {len(groups)}")
+    plot_curves(groups[0], png)
+
+
+def plot_p_values(curves: dict[str, tuple[list[float], list[float]]], path: str | PathLike) -> None:
+    """Write a PNG of Simes p-value against masking ratio, one line per label, log y axis.
+
+    curves: label -> (masking ratios, Simes p-values). A p-value of 0 cannot sit on a log axis; it is
+    drawn at a floor a decade below the smallest positive value or 0.05, whichever is lower (the axis
+    label says so).
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    if not curves:
+        raise ValueError("plot_p_values needs at least one curve")
+    for label, (ratios, p_values) in curves.items():
+        if len(ratios) != len(p_values):
+            raise ValueError(f"curve {label!r}: {len(ratios)} ratios but {len(p_values)} p-values")
+    all_p = np.concatenate([np.asarray(p, dtype=np.float64) for _, p in curves.values()])
+    positive = all_p[all_p > 0]
+    floor = min(float(positive.min()) if positive.size else IN_DISTRIBUTION_LEVEL, IN_DISTRIBUTION_LEVEL) / 10
+
+    figure = Figure(figsize=(6, 4), dpi=120)
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot()
+    for label, (ratios, p_values) in curves.items():
+        axes.plot(ratios, np.maximum(np.asarray(p_values, dtype=np.float64), floor), marker="o", label=label)
+    axes.axhline(IN_DISTRIBUTION_LEVEL, color="gray", linestyle="--", linewidth=1, label="0.05")
+    axes.set_yscale("log")
+    axes.set_xlabel("masking ratio")
+    zero_note = f" (0 drawn at {floor:.0e})" if (all_p <= 0).any() else ""
+    axes.set_ylabel(f"MaSF Simes p-value{zero_note}")
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, format="png")

@@ -1,0 +1,255 @@
+"""The tables of the reproduction study's README-tables.md, read from the records its steps wrote."""
+
+from __future__ import annotations
+
+import math
+import shutil
+import statistics
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from reproduce_plan import MASF_STRATEGIES, MINILM, DatasetPlan, Scale, Study
+from reproduce_steps import Step, Timings, read_json
+
+from fmm_fast.masf import IN_DISTRIBUTION_LEVEL
+from fmm_fast.measures.registry import PAPER_BEAM
+from fmm_fast.report.aggregate import Estimate
+from fmm_fast.report.load import load_result
+from fmm_fast.report.order import CANONICAL_STRATEGIES
+from fmm_fast.report.tables import markdown_table
+from fmm_fast.stats import converged
+from fmm_fast.train import RATIOS as TRAIN_RATIOS
+from fmm_fast.train import ratio_key
+
+MASF_TABLE_RATIOS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+TRAIN_RATIO_KEYS = [ratio_key(r) for r in TRAIN_RATIOS]  # "0.0", "0.5", "1.0" in run.json's test
+README = "README-tables.md"
+
+
+def _percent(value: float) -> str:
+    return "n/a" if math.isnan(value) else f"{100 * value:.1f}"
+
+
+def performance_table(study: Study) -> str:
+    """(a) test metric at 0/50/100% masking per strategy and dataset vs the majority baseline (run.json)."""
+    rows = []
+    for plan in study.scale.datasets:
+        for strategy in CANONICAL_STRATEGIES:
+            records = [
+                read_json(study.train_dir(plan.dataset, strategy, s) / "run.json") for s in study.scale.seeds
+            ]
+            metric = records[0]["dataset"]["metric"]
+            at = {key: Estimate.of(r["test"][key][metric] for r in records) for key in TRAIN_RATIO_KEYS}
+            majority = statistics.fmean(r["majority_metrics"][metric] for r in records)
+            kept = sum(converged(plan.dataset, v) for v in at[ratio_key(0.0)].values)
+            rows.append(
+                [
+                    plan.dataset,
+                    strategy,
+                    metric,
+                    f"{len(records)} ({kept})",
+                    *(estimate.formatted() for estimate in at.values()),
+                    _percent(majority),
+                    _versus_baseline(at[ratio_key(1.0)], majority),
+                ]
+            )
+    header = ["Dataset", "Strategy", "Metric", "Seeds (converged)", "Unmasked", "50% masked", "100% masked",
+              "Majority baseline", "100% masked vs baseline"]  # fmt: skip
+    caption = (
+        "Test-split primary metric ×100 of the best checkpoint (train's run.json; explained tokens masked "
+        "uniformly at random at 50% and 100%): mean over seeds and 95% BCa bootstrap CI. Majority baseline: "
+        "the metric of always predicting the most frequent test label. Converged: bAbI seeds whose unmasked "
+        "metric here is above 50 (SPEC §5). Tables (b) and (d) apply the rule as `fmm-fast report` does, to "
+        "the unmasked metric of the examples the curves ran on: with few of them a seed that converged here "
+        "can be dropped there (listed under (b)). 100% masked vs baseline: above or below when the CI "
+        "excludes the baseline, else 'at (CI covers it)'."
+    )
+    return f"{caption}\n\n{markdown_table(header, rows)}"
+
+
+def _versus_baseline(estimate: Estimate, baseline: float) -> str:
+    """'above' / 'below' when the CI excludes the baseline, else 'at (CI covers it)'."""
+    if math.isnan(estimate.low):  # one seed: no interval
+        return ("above" if estimate.mean >= baseline else "below") + " (no CI)"
+    if estimate.low > baseline:
+        return "above"
+    if estimate.high < baseline:
+        return "below"
+    return "at (CI covers it)"
+
+
+def masf_table(study: Study) -> str:
+    """(c) Simes p-value per masking ratio: median over seeds, and how many seeds were in distribution."""
+    rows = []
+    for plan in study.scale.datasets:
+        records = [read_json(study.masf_dir(plan.dataset, s) / "masf.json") for s in study.scale.seeds]
+        for strategy in MASF_STRATEGIES:
+            models = [
+                model
+                for record in records
+                for model in record["models"].values()
+                if model["strategy"] == strategy
+            ]
+            per_seed = [{round(entry["ratio"], 1): entry for entry in m["per_ratio"]} for m in models]
+            calibrations = [m["calibration"] for m in models]
+            cells = []
+            for ratio in MASF_TABLE_RATIOS:
+                simes = [seed[ratio]["simes"] for seed in per_seed]
+                inside = sum(seed[ratio]["in_distribution"] for seed in per_seed)
+                cells.append(f"{statistics.median(simes):.3g} ({inside}/{len(simes)})")
+            floors = [c["p_value_floor"] for c in calibrations if "p_value_floor" in c]
+            floor = f"{statistics.median(floors):.3g}" if floors else "n/a"
+            rows.append([plan.dataset, strategy, *cells, f"{calibrations[0]['n']}, {floor}"])
+    header = [
+        "Dataset",
+        "Strategy",
+        *[f"{100 * r:.0f}% masked" for r in MASF_TABLE_RATIOS],
+        "Calibration N, p floor",
+    ]
+    caption = (
+        "MaSF Simes p-value of the test examples (explained tokens masked uniformly at random at each ratio; "
+        "calibrated on the validation split masked as the model was trained): median over seeds, and in "
+        f"parentheses the seeds whose p-value is above {IN_DISTRIBUTION_LEVEL} (in distribution). The last "
+        "column: calibration examples and the median p-value floor (`MaSFCalibration.p_value_floor`, the "
+        "smallest p-value the calibration allows); a floor above 0.05 means the test cannot detect anything."
+    )
+    return f"{caption}\n\n{markdown_table(header, rows)}"
+
+
+def converged_seeds(study: Study, plan: DatasetPlan) -> list[int]:
+    """Seeds whose masked model converged on the evaluated examples (the report's rule, SPEC §5)."""
+    kept = []
+    for seed in study.scale.seeds:
+        result = load_result(study.evaluation(plan.dataset, seed, "curves") / f"seed-{seed}" / "result.json")
+        if result is not None and converged(plan.dataset, result.unmasked):
+            kept.append(seed)
+    return kept
+
+
+def _mean_cell(entries: list[dict], kind: str, k: int) -> str:
+    """Mean ×100 of entries[*][kind][k] ("overlap" or "chance"), or n/a without entries."""
+    return _percent(statistics.fmean(e[kind][str(k)] for e in entries)) if entries else "n/a"
+
+
+def supporting_table(study: Study) -> str:
+    """(d) share of each measure's top-k on supporting-fact tokens, mean over converged seeds."""
+    ks = study.scale.supporting_ks
+    header = ["Measure"]
+    cells: dict[str, list[str]] = defaultdict(list)  # row label -> its cells, dataset after dataset
+    notes = []
+    for plan in (plan for plan in study.scale.datasets if plan.has_supporting_facts):
+        seeds = converged_seeds(study, plan)
+        header += [f"{plan.dataset} k={k} (n={len(seeds)})" for k in ks]
+        records = [read_json(study.supporting_file(plan.dataset, s))["measures"] for s in seeds]
+        for measure, _ in study.supporting_plan(plan):
+            cells[measure] += [_mean_cell([r[measure] for r in records], "overlap", k) for k in ks]
+        # The expected overlap of a random ranking, on the curves' examples and on beam's fewer ones.
+        for label, measure in (
+            ("chance (expected)", "rand"),
+            (f"chance (expected), {PAPER_BEAM} examples", PAPER_BEAM),
+        ):
+            cells[label] += [_mean_cell([r[measure] for r in records], "chance", k) for k in ks]
+        if records:
+            rand, beam = records[0]["rand"], records[0][PAPER_BEAM]
+            notes.append(
+                f"{plan.dataset}: {rand['n_examples']} test examples "
+                f"({beam['n_examples']} for {PAPER_BEAM}); "
+                f"{rand['supporting_tokens_mean']:.1f} supporting of {rand['explained_tokens_mean']:.1f} "
+                "explained tokens per example"
+            )
+    caption = (
+        "Share ×100 of each measure's top-k explained tokens (descending score, ties to the earlier "
+        "token; signed measures rank by signed score) that lie in a supporting-fact sentence, divided by "
+        "min(k, supporting tokens); mean over examples, then over converged seeds of the masked model. "
+        "Explanations of the unmasked input, gold label."
+    )
+    table = markdown_table(header, [[label, *row] for label, row in cells.items()])
+    return "\n\n".join([caption, table, "\n".join(f"- {note}" for note in notes)]).strip()
+
+
+def timing_table(timings: Timings, steps: list[Step]) -> str:
+    rows = []
+    for step in steps:
+        entry = timings.steps.get(step.name, {})
+        seconds = entry.get("seconds")
+        shown = "" if seconds is None else f"{seconds:.1f}"
+        rows.append([step.name, shown, "this run" if entry.get("status") == "ran" else "earlier run"])
+    total = sum(timings.steps.get(s.name, {}).get("seconds") or 0.0 for s in steps)
+    table = markdown_table(["Step", "Wall time (s)", "Measured in"], rows)
+    return f"{table}\n\nSum of the step times: {total / 60:.1f} min."
+
+
+def settings_table(scale: Scale) -> str:
+    header = ["Dataset", "Model", "Epochs", "LR", "Train+validation", "Test", "Curves on", "Beam on",
+              "MaSF on"]  # fmt: skip
+
+    def count(value: int | None, whole: str) -> str:
+        return whole if value is None else str(value)
+
+    rows = [
+        [
+            plan.dataset,
+            "pretrained MiniLM (all-MiniLM-L6-v2)"
+            if plan.model == MINILM
+            else f"{plan.model}, {plan.layers} layers, width {plan.width}",
+            str(plan.epochs),
+            f"{plan.lr:g}",
+            count(plan.size, "default"),
+            count(plan.test_size, "default"),
+            count(plan.eval_limit, "all"),
+            count(plan.beam_limit, "all"),
+            count(plan.masf_limit, "all"),
+        ]
+        for plan in scale.datasets
+    ]
+    return (
+        f"Seeds {', '.join(map(str, scale.seeds))}; batch 16; top-k for the overlap k = "
+        f"{', '.join(map(str, scale.supporting_ks))}. Test examples are the first N of the test split.\n\n"
+        + markdown_table(header, rows)
+    )
+
+
+def copy_plots(study: Study) -> list[str]:
+    """The report's curve plots and every MaSF plot, next to README-tables.md; their file names."""
+    copied = []
+    for plot in sorted(study.report_dir.glob("curves-*.png")):
+        shutil.copy2(plot, study.root / plot.name)
+        copied.append(plot.name)
+    for plan in study.scale.datasets:
+        for seed in study.scale.seeds:
+            name = f"masf-{plan.dataset}-seed-{seed}.png"
+            shutil.copy2(study.masf_dir(plan.dataset, seed) / "masf.png", study.root / name)
+            copied.append(name)
+    return copied
+
+
+def write_readme(study: Study, command: str, timings: Timings, steps: list[Step], seconds: float) -> Path:
+    report_table = (study.report_dir / "table.md").read_text().strip()
+    measure_timing = (study.report_dir / "timing.md").read_text().strip()
+    plots = copy_plots(study)
+    sections = [
+        f"# Reproduction study, scale `{study.scale.name}`",
+        f"Written by `{command}` on {time.strftime('%Y-%m-%d %H:%M')} "
+        f"(this invocation: {seconds / 60:.1f} min).",
+        "## (a) Performance: unmasked, masked and the majority baseline",
+        performance_table(study),
+        "## (b) Faithfulness: RACU/ACU of the masked models (`fmm-fast report`)",
+        f"Curves on the first test examples of the settings below; {PAPER_BEAM} on fewer (its own `rand` "
+        "baseline, same examples).",
+        report_table,
+        "Seconds and forward passes per measure and evaluation run:",
+        measure_timing,
+        "## (c) MaSF: is the masked input in distribution?",
+        masf_table(study),
+        "## (d) bAbI: top-k on supporting-fact tokens",
+        supporting_table(study),
+        "## (e) Command, settings and wall time",
+        f"```\n{command}\n```",
+        settings_table(study.scale),
+        timing_table(timings, steps),
+        "Every step's exact command is in steps.json. Plots: " + ", ".join(plots) + ".",
+    ]
+    path = study.root / README
+    path.write_text("\n\n".join(sections) + "\n", encoding="utf-8")
+    return path

@@ -51,6 +51,37 @@ class LookupBackend:
         return np.asarray(self.logits_fn(np.asarray(ids, dtype=np.int64)), dtype=np.float32)
 
 
+class RecordingBackend(LookupBackend):
+    """A LookupBackend that keeps every batch it was given, and gives MaSF signals too.
+
+    batches: one (input_ids (B, T), attention_mask (B, T)) per forward call, as the engine sent them.
+    signals: (B, 2, 3) float32; per row [length, sum of ids, largest id], the second layer twice the first.
+    """
+
+    def __init__(self, logits_fn: LogitsFn, num_labels: int = 2) -> None:
+        super().__init__(logits_fn, num_labels)
+        self.batches: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def forward(
+        self, input_ids: np.ndarray, attention_mask: np.ndarray, with_signals: bool = False
+    ) -> ForwardOutput:
+        self.batches.append((input_ids.copy(), attention_mask.copy()))
+        output = super().forward(input_ids, attention_mask)
+        if with_signals:
+            output.signals = np.stack([self.row_signals(row) for row in unpad(input_ids, attention_mask)])
+        return output
+
+    @staticmethod
+    def row_signals(ids: np.ndarray) -> np.ndarray:
+        """(T,) int64 -> (2, 3) float32, what forward gives for this row with with_signals=True."""
+        first = np.array([len(ids), ids.sum(), ids.max()], dtype=np.float32)
+        return np.stack([first, 2 * first])
+
+    def forwarded_rows(self) -> list[tuple[int, ...]]:
+        """Every row run so far, unpadded, in the order the engine sent them."""
+        return [tuple(row.tolist()) for ids, mask in self.batches for row in unpad(ids, mask)]
+
+
 def interaction_model(seed: int, num_labels: int = 2, levels: Sequence[float] | None = None) -> LogitsFn:
     """Logits from the visible (unmasked) tokens: Σ_t effect[c, x_t] + Σ_{s<t} pair[c, x_s, x_t].
 

@@ -22,6 +22,9 @@ that depend on it.
 Scales: tiny checks the script itself in a few minutes; small takes about 30 minutes per dataset and
 3 seeds on a quiet 2-core CPU (movie-snippets: 28 min; bAbI's longer passages take longer); paper uses
 the paper's data sizes and epochs with the whole test split (hours; beam on a GPU).
+
+This file holds the flags; reproduce_plan.py the scales and their steps, reproduce_steps.py the resumable
+step runner, reproduce_tables.py README-tables.md.
 """
 
 from __future__ import annotations

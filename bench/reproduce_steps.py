@@ -64,6 +64,7 @@ def fmm_fast_command(argv: list[str]) -> Callable[[], None]:
 
 
 def read_json(path: Path) -> dict:
+    """A JSON record a step wrote (run.json, masf.json, steps.json, ...)."""
     return json.loads(path.read_text())
 
 

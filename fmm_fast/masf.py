@@ -1,28 +1,33 @@
 """MaSF in-distribution test (Max-Simes-Fisher, SPEC §6) on MaSF signals.
 
 A signal is one example's (L+1, D) float32 matrix (per-layer max over its non-pad hidden states).
-Levels, per example:
-  1 → per feature (layer, dim): c = ecdf_cal(value) = #(calibration values strictly below) / N,
-      p = min(c, 1 − c);
-  2 → per layer, Simes over the D features: min_i (D / i) · p_(i);
-  3 → Fisher over the L+1 layers: −2 Σ log(p + 1e-8);
-and the example's p-value is 1 − ecdf_cal(Fisher statistic), against the calibration examples'
-Fisher statistics computed in-sample (each calibration example against all N, itself included).
+With ecdf(sample, s) = #(sample values strictly below s) / |sample| and two_sided(c) = min(c, 1 − c):
+  1 → per feature (layer, dim): p1 = two_sided(ecdf(level-1 reference values of the feature, value));
+  2 → per layer: Simes s2 = min_i (D / i) · p1_(i), calibrated: p2 = two_sided(ecdf(reference s2 of the
+      layer, s2));
+  3 → Fisher over the L+1 layers: f = −2 Σ log(p2 + 1e-8), and the example's p-value from the
+      reference Fisher statistics.
+Two calibration methods (CALIBRATION_METHODS):
+- "in-sample" (the paper's): every level's reference is all N calibration examples, whose own levels 2
+  and 3 are computed in-sample (each against all N, itself included); p = 1 − ecdf(reference f, f).
+  Not a valid p-value: fresh examples of the calibration distribution score too low (SPEC §6).
+- "split" (conformal): a seeded half A is the level-1 reference; the other half B, scored against A like
+  a test example, is the level-2 reference and the level-3 calibration; p = (1 + #{f_B ≥ f}) / (|B| + 1).
 
 Three implementations give bit-identical p-values:
-- :class:`MaSFCalibration`: Numba kernels (sorted calibration columns + binary search), the one to use;
-- :func:`masf_oracle_p_values`: NumPy, counts by direct comparison (the test oracle);
+- :class:`MaSFCalibration`: Numba kernels (sorted reference columns + binary search), the one to use;
+- :func:`masf_oracle_p_values`: a plain transcription that counts by direct comparison (the test oracle);
 - :func:`masf_numpy_p_values`: NumPy, counts by np.searchsorted (the benchmark baseline).
-All three compute every float64 value with the same operations in the same order (a minimum is exact
-in any order), and all take logarithms through the C library's log (Numba's math.log, Python's
-math.log), because np.log's SIMD version differs from it in the last bit for some inputs.
-Signals are compared as float32 (other dtypes are converted).
+All three compute every float64 value with the same operations (a minimum is exact in any order, the
+Fisher sum runs over layers in order), and all take logarithms through the C library's log (Numba's
+math.log, Python's math.log), because np.log's SIMD version differs from it in the last bit for some
+inputs. Signals are compared as float32 (other dtypes are converted).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from dataclasses import dataclass
 
 import numba
 import numpy as np
@@ -30,7 +35,8 @@ from numba import prange
 
 from fmm_fast.errors import UserError
 
-MIN_CALIBRATION_EXAMPLES = 20
+MIN_CALIBRATION_EXAMPLES = 20  # per reference set: all N in-sample, each half for split
+CALIBRATION_METHODS = ("in-sample", "split")
 FISHER_EPSILON = 1e-8  # keeps log finite for p = 0
 IN_DISTRIBUTION_LEVEL = 0.05
 SHARE_THRESHOLDS = ("0.001", "0.005", "0.01", "0.05", "0.1")
@@ -59,16 +65,6 @@ def _check_signals(signals: np.ndarray, what: str) -> np.ndarray:
     return array
 
 
-def _check_calibration(calibration_signals: np.ndarray) -> np.ndarray:
-    calibration = _check_signals(calibration_signals, "calibration")
-    if calibration.shape[0] < MIN_CALIBRATION_EXAMPLES:
-        raise UserError(
-            f"MaSF needs at least {MIN_CALIBRATION_EXAMPLES} calibration examples, got "
-            f"{calibration.shape[0]}; use a larger validation split"
-        )
-    return calibration
-
-
 def _check_test(test_signals: np.ndarray, signal_shape: tuple[int, int]) -> np.ndarray:
     test = _check_signals(test_signals, "test")
     if test.shape[1:] != signal_shape:
@@ -77,6 +73,58 @@ def _check_test(test_signals: np.ndarray, signal_shape: tuple[int, int]) -> np.n
             f"have {signal_shape}; score test data with the same model that produced the calibration signals"
         )
     return test
+
+
+@dataclass(frozen=True)
+class ReferenceSets:
+    """The calibration examples each level compares against, per SPEC §6.
+
+    level_1: (N1, L+1, D) float32, the per-feature ECDFs' sample; calibrated: (N2, L+1, D) float32, the
+    examples whose Simes statistics form the level-2 ECDFs and whose Fisher statistics calibrate level 3
+    (in-sample: both are all N; split: halves A and B).
+    """
+
+    method: str
+    seed: int | None  # the split's seed; None in-sample
+    level_1: np.ndarray
+    calibrated: np.ndarray
+
+
+def calibration_halves(n_calibration: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The split method's halves: (⌊N/2⌋,) indices of A and (⌈N/2⌉,) of B, ascending, seeded."""
+    order = np.random.default_rng(seed).permutation(n_calibration)
+    half = n_calibration // 2
+    return np.sort(order[:half]), np.sort(order[half:])
+
+
+def reference_sets(calibration_signals: np.ndarray, method: str, seed: int = 0) -> ReferenceSets:
+    """Checked calibration signals (N, L+1, D) -> the reference sets of `method`; UserError if unusable."""
+    if method not in CALIBRATION_METHODS:
+        raise UserError(
+            f"unknown MaSF calibration method {method!r}; use one of {', '.join(CALIBRATION_METHODS)}"
+        )
+    calibration = _check_signals(calibration_signals, "calibration")
+    needed = MIN_CALIBRATION_EXAMPLES * (2 if method == "split" else 1)
+    if calibration.shape[0] < needed:
+        per_half = f" ({MIN_CALIBRATION_EXAMPLES} per half)" if method == "split" else ""
+        raise UserError(
+            f"MaSF {method} calibration needs at least {needed} calibration examples{per_half}, got "
+            f"{calibration.shape[0]}; use a larger validation split"
+        )
+    if method == "in-sample":
+        return ReferenceSets(method, None, calibration, calibration)
+    half_a, half_b = calibration_halves(calibration.shape[0], seed)
+    return ReferenceSets(method, seed, calibration[half_a], calibration[half_b])
+
+
+def _p_value_from_counts(method: str, below: np.ndarray, n_reference: int) -> np.ndarray:
+    """Level 3: (M,) int counts of reference Fisher statistics strictly below f -> (M,) float64 p-values.
+
+    in-sample: 1 − below / N; split: (1 + #{f_B ≥ f}) / (|B| + 1), with #{f_B ≥ f} = |B| − below.
+    """
+    if method == "split":
+        return (1 + (n_reference - below)) / (n_reference + 1)
+    return 1.0 - below / n_reference
 
 
 # ------------------------------------------------------------------------------------------- Numba kernels
@@ -108,33 +156,33 @@ def _count_below_each(sorted_values, queries):  # pragma: no cover - compiled
 
 
 @numba.njit(parallel=True, cache=True)
-def _sorted_feature_columns(calibration):  # pragma: no cover - compiled
-    """(N, L+1, D) float32 -> (F, N) float32, F = (L+1)·D: each feature's calibration values, ascending."""
-    n_examples, n_layers, hidden = calibration.shape
-    columns = np.empty((n_layers * hidden, n_examples), dtype=calibration.dtype)
+def _sorted_feature_columns(reference):  # pragma: no cover - compiled
+    """(N, L+1, D) float32 -> (F, N) float32, F = (L+1)·D: each feature's reference values, ascending."""
+    n_examples, n_layers, hidden = reference.shape
+    columns = np.empty((n_layers * hidden, n_examples), dtype=reference.dtype)
     for feature in prange(n_layers * hidden):
         layer = feature // hidden
         dim = feature - layer * hidden
-        column = calibration[:, layer, dim].copy()
+        column = reference[:, layer, dim].copy()
         column.sort()
         columns[feature] = column
     return columns
 
 
 @numba.njit(parallel=True, cache=True)
-def _fisher_statistics(signals, sorted_columns, level_of_count, level_values):  # pragma: no cover - compiled
-    """Level-3 Fisher statistic of each signal.
+def _simes_statistics(signals, sorted_columns, level_of_count, level_values):  # pragma: no cover - compiled
+    """Level 1 and the level-2 Simes statistic of each signal and layer.
 
     signals: (M, L+1, D) float32; sorted_columns: (F, N) float32 from _sorted_feature_columns;
     level_of_count: (N+1,) intp and level_values: (V,) float64 from _p_value_levels.
-    Returns (M,) float64.
+    Returns (M, L+1) float64.
     """
     n_signals, n_layers, hidden = signals.shape
     n_features = sorted_columns.shape[0]
-    statistics = np.empty(n_signals, dtype=np.float64)
+    statistics = np.empty((n_signals, n_layers), dtype=np.float64)
     n_blocks = (n_signals + KERNEL_BLOCK_ROWS - 1) // KERNEL_BLOCK_ROWS
     # One parallel region over independent row blocks (no barrier per step); call it through
-    # _fisher_statistics_dynamic so the blocks are handed out one at a time.
+    # _simes_statistics_dynamic so the blocks are handed out one at a time.
     for block in prange(n_blocks):
         start = block * KERNEL_BLOCK_ROWS
         n_rows = min(KERNEL_BLOCK_ROWS, n_signals - start)
@@ -148,11 +196,10 @@ def _fisher_statistics(signals, sorted_columns, level_of_count, level_values):  
             )
             for row in range(n_rows):
                 levels[row, feature] = level_of_count[below[row]]
-        # Levels 2 and 3, example-major. Simes needs each layer's D p-values in ascending order; they take
-        # only V ≈ N/2 distinct values, so a counting sort over the levels replaces a comparison sort.
+        # Level 2, example-major. Simes needs each layer's D p-values in ascending order; they take only
+        # V ≈ N/2 distinct values, so a counting sort over the levels replaces a comparison sort.
         level_counts = np.zeros(level_values.shape[0], dtype=np.intp)
         for row in range(n_rows):
-            log_sum = 0.0
             for layer in range(n_layers):
                 layer_levels = levels[row, layer * hidden : (layer + 1) * hidden]
                 lowest = level_values.shape[0]
@@ -175,37 +222,50 @@ def _fisher_statistics(signals, sorted_columns, level_of_count, level_values):  
                     level += 1
                 for level in layer_levels:
                     level_counts[level] = 0
-                # Sequential sum over layers, the order the NumPy versions use.
-                log_sum += math.log(simes + FISHER_EPSILON)
-            statistics[start + row] = -2.0 * log_sum
+                statistics[start + row, layer] = simes
     return statistics
 
 
-def _fisher_statistics_dynamic(
+def _simes_statistics_dynamic(
     signals: np.ndarray, sorted_columns: np.ndarray, levels: tuple[np.ndarray, np.ndarray]
 ) -> np.ndarray:
-    """_fisher_statistics with dynamic scheduling: a thread slowed by other work on a shared machine
+    """_simes_statistics with dynamic scheduling: a thread slowed by other work on a shared machine
     does not hold the others up. (Set here, not inside the kernel, because set_parallel_chunksize in
     jitted code makes the function uncacheable.)
     """
     with numba.parallel_chunksize(1):
-        return _fisher_statistics(signals, sorted_columns, *levels)
+        return _simes_statistics(signals, sorted_columns, *levels)
 
 
-@numba.njit(cache=True)
-def _right_tail_p_values(statistics, sorted_calibration_statistics):  # pragma: no cover - compiled
-    """(M,) float64 statistics, (N,) ascending float64 -> (M,) float64: 1 − #(calibration < s) / N."""
-    n_calibration = sorted_calibration_statistics.shape[0]
-    return 1.0 - _count_below_each(sorted_calibration_statistics, statistics) / n_calibration
+@numba.njit(parallel=True, cache=True)
+def _fisher_statistics(simes, sorted_reference_simes):  # pragma: no cover - compiled
+    """Level 2's calibration and level 3's Fisher statistic of each example.
+
+    simes: (M, L+1) float64; sorted_reference_simes: (L+1, K) float64, each layer's reference Simes
+    statistics ascending. p2 = min(c, 1 − c), c = #(reference < s2) / K. Returns (M,) float64.
+    """
+    n_signals, n_layers = simes.shape
+    n_reference = sorted_reference_simes.shape[1]
+    below = np.empty((n_layers, n_signals), dtype=np.intp)
+    for layer in prange(n_layers):
+        below[layer] = _count_below_each(sorted_reference_simes[layer], simes[:, layer].copy())
+    statistics = np.empty(n_signals, dtype=np.float64)
+    for row in prange(n_signals):
+        log_sum = 0.0
+        for layer in range(n_layers):  # sequential, the order the NumPy versions use
+            share = below[layer, row] / n_reference
+            log_sum += math.log(min(share, 1.0 - share) + FISHER_EPSILON)
+        statistics[row] = -2.0 * log_sum
+    return statistics
 
 
-def _p_value_levels(n_calibration: int) -> tuple[np.ndarray, np.ndarray]:
-    """The level-1 p-value of a feature as a function of its count k of calibration values below it.
+def _p_value_levels(n_reference: int) -> tuple[np.ndarray, np.ndarray]:
+    """The level-1 p-value of a feature as a function of its count k of reference values below it.
 
     Returns level_of_count (N+1,) intp, the rank of p(k) among the distinct values, and level_values
     (V,) float64 ascending, with p(k) = min(k / N, 1 − k / N) computed exactly as the NumPy versions do.
     """
-    below = np.arange(n_calibration + 1) / n_calibration
+    below = np.arange(n_reference + 1) / n_reference
     level_values, level_of_count = np.unique(np.minimum(below, 1.0 - below), return_inverse=True)
     return level_of_count.astype(np.intp), level_values
 
@@ -213,111 +273,168 @@ def _p_value_levels(n_calibration: int) -> tuple[np.ndarray, np.ndarray]:
 class MaSFCalibration:
     """Calibration signals reduced to what scoring needs; fit once, score many test sets.
 
-    sorted_columns: (F, N) float32, F = (L+1)·D, each feature's calibration values ascending.
-    sorted_fisher: (N,) float64, the calibration examples' in-sample Fisher statistics ascending.
-    levels: _p_value_levels(N). signal_shape: (L+1, D).
+    sorted_columns: (F, N1) float32, F = (L+1)·D, each feature's level-1 reference values ascending;
+    levels: _p_value_levels(N1); sorted_simes: (L+1, N2) float64, each layer's level-2 reference Simes
+    statistics ascending; sorted_fisher: (N2,) float64, the level-3 calibration Fisher statistics
+    ascending; method: "in-sample" or "split", seed: the split's seed (None in-sample). N1 = N2 = N
+    in-sample; |A| and |B| for split.
     """
 
     def __init__(
         self,
         sorted_columns: np.ndarray,
-        sorted_fisher: np.ndarray,
         levels: tuple[np.ndarray, np.ndarray],
-        signal_shape: tuple[int, int],
+        sorted_simes: np.ndarray,
+        sorted_fisher: np.ndarray,
+        method: str,
+        seed: int | None,
     ):
         self.sorted_columns = sorted_columns
-        self.sorted_fisher = sorted_fisher
         self.levels = levels
-        self.signal_shape = signal_shape
+        self.sorted_simes = sorted_simes
+        self.sorted_fisher = sorted_fisher
+        self.method = method
+        self.seed = seed
+
+    @property
+    def signal_shape(self) -> tuple[int, int]:
+        n_layers = self.sorted_simes.shape[0]
+        return n_layers, self.sorted_columns.shape[0] // n_layers
+
+    @property
+    def n_level_1(self) -> int:
+        """Examples of the level-1 reference (N in-sample, |A| for split)."""
+        return int(self.sorted_columns.shape[1])
 
     @property
     def n_calibration(self) -> int:
+        """Examples that calibrate levels 2 and 3 (N in-sample, |B| for split)."""
         return int(self.sorted_fisher.shape[0])
 
     @property
     def p_value_floor(self) -> float:
-        """The smallest p-value any test example can get: the share of calibration examples tied at the
-        largest Fisher statistic. With few calibration examples many of them are a feature's extreme
-        in-sample (p 0 there), every layer's Simes p hits 0 and the statistic saturates at its cap; a
-        floor above the test's level (0.05) means the test can never call an input out of distribution."""
-        return float(np.count_nonzero(self.sorted_fisher == self.sorted_fisher[-1]) / self.n_calibration)
+        """The smallest p-value any test example can get: that of the largest Fisher statistic, reached by
+        an example whose Simes statistic is 0 in every layer (every layer has a feature outside the
+        level-1 reference's range). In-sample that is the share of calibration examples saturated at the
+        same statistic; with few calibration examples many are a feature's extreme (p 0), and a floor
+        above the test's level (0.05) means the test can never call an input out of distribution. For
+        split it is at least 1/(|B| + 1)."""
+        simes_zero = np.zeros((1, self.sorted_simes.shape[0]), dtype=np.float64)
+        return float(self._p_values_of_simes(simes_zero)[0])
+
+    def describe(self) -> dict:
+        """JSON-ready: the method, the split's seed, the reference sizes and the p-value floor."""
+        return {
+            "method": self.method,
+            "seed": self.seed,
+            "n_level_1": self.n_level_1,
+            "n": self.n_calibration,
+            "p_value_floor": self.p_value_floor,
+        }
 
     @classmethod
-    def fit(cls, calibration_signals: np.ndarray) -> MaSFCalibration:
-        """calibration_signals: (N, L+1, D) float32, N ≥ 20."""
-        calibration = _check_calibration(calibration_signals)
-        sorted_columns = _sorted_feature_columns(calibration)
-        levels = _p_value_levels(len(calibration))
-        in_sample_fisher = _fisher_statistics_dynamic(calibration, sorted_columns, levels)
-        return cls(sorted_columns, np.sort(in_sample_fisher), levels, calibration.shape[1:])
+    def fit(
+        cls, calibration_signals: np.ndarray, method: str = "in-sample", seed: int = 0
+    ) -> MaSFCalibration:
+        """calibration_signals: (N, L+1, D) float32, N ≥ 20 (split: ≥ 40); method in CALIBRATION_METHODS;
+        seed: which half is A (split only)."""
+        sets = reference_sets(calibration_signals, method, seed)
+        sorted_columns = _sorted_feature_columns(sets.level_1)
+        levels = _p_value_levels(len(sets.level_1))
+        reference_simes = _simes_statistics_dynamic(sets.calibrated, sorted_columns, levels)
+        sorted_simes = np.ascontiguousarray(np.sort(reference_simes, axis=0).T)
+        fisher = _fisher_statistics(reference_simes, sorted_simes)
+        return cls(sorted_columns, levels, sorted_simes, np.sort(fisher), sets.method, sets.seed)
 
     def p_values(self, test_signals: np.ndarray) -> np.ndarray:
         """(N_test, L+1, D) float32 -> (N_test,) float64 right-sided MaSF p-values."""
         test = _check_test(test_signals, self.signal_shape)
-        return _right_tail_p_values(
-            _fisher_statistics_dynamic(test, self.sorted_columns, self.levels), self.sorted_fisher
-        )
+        return self._p_values_of_simes(_simes_statistics_dynamic(test, self.sorted_columns, self.levels))
+
+    def _p_values_of_simes(self, simes: np.ndarray) -> np.ndarray:
+        """(M, L+1) float64 Simes statistics -> (M,) float64 p-values (levels 2 and 3)."""
+        below = _count_below_each(self.sorted_fisher, _fisher_statistics(simes, self.sorted_simes))
+        return _p_value_from_counts(self.method, below, self.n_calibration)
 
 
 # -------------------------------------------------------------------------------------- NumPy references
 
-CountBelow = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
-
-def _count_below_by_comparison(reference: np.ndarray, queries: np.ndarray) -> np.ndarray:
-    """reference (N, K), queries (M, K) -> (M, K) int64: #(reference[:, k] < queries[m, k]), brute force."""
-    counts = np.empty(queries.shape, dtype=np.int64)
-    for row, query in enumerate(queries):
-        counts[row] = np.count_nonzero(reference < query, axis=0)
-    return counts
-
-
-def _count_below_by_searchsorted(reference: np.ndarray, queries: np.ndarray) -> np.ndarray:
-    """Same contract as _count_below_by_comparison, by sorting each column once and binary search."""
-    sorted_reference = np.sort(reference, axis=0)
-    counts = np.empty(queries.shape, dtype=np.int64)
-    for column in range(reference.shape[1]):
-        counts[:, column] = np.searchsorted(sorted_reference[:, column], queries[:, column], side="left")
-    return counts
-
-
-def _fisher_from_counts(counts: np.ndarray, n_calibration: int) -> np.ndarray:
-    """counts (M, L+1, D) int64 of calibration values strictly below -> (M,) float64 Fisher statistics."""
-    hidden = counts.shape[2]
-    below = counts / n_calibration
-    feature_p = np.sort(np.minimum(below, 1.0 - below), axis=2)
-    simes = ((hidden / np.arange(1, hidden + 1)) * feature_p).min(axis=2)
-    libm_log = np.frompyfunc(math.log, 1, 1)  # the C library's log, as in the Numba kernel
-    log_sum = np.zeros(counts.shape[0], dtype=np.float64)
-    for layer in range(counts.shape[1]):  # sequential, in the kernel's order
-        log_sum += libm_log(simes[:, layer] + FISHER_EPSILON).astype(np.float64)
-    return -2.0 * log_sum
-
-
-def _numpy_p_values(
-    calibration_signals: np.ndarray, test_signals: np.ndarray, count_below: CountBelow
+def masf_oracle_p_values(
+    calibration_signals: np.ndarray, test_signals: np.ndarray, method: str = "in-sample", seed: int = 0
 ) -> np.ndarray:
-    """MaSF p-values (N_test,) float64 in NumPy, with the given level-1 and level-3 counting method."""
-    calibration = _check_calibration(calibration_signals)
-    n_calibration, n_layers, hidden = calibration.shape
+    """(N_cal, L+1, D), (N_test, L+1, D) float32 -> (N_test,) float64: SPEC §6 transcribed level by level,
+    every ECDF a direct count over the whole reference (O(N²) comparisons)."""
+    sets = reference_sets(calibration_signals, method, seed)
+    _, n_layers, hidden = sets.level_1.shape
     test = _check_test(test_signals, (n_layers, hidden))
-    reference = calibration.reshape(n_calibration, -1)
-    # Calibration (in-sample) and test rows in one pass, so searchsorted sorts the reference once.
-    queries = np.concatenate([reference, test.reshape(test.shape[0], -1)])
-    fisher = _fisher_from_counts(count_below(reference, queries).reshape(-1, n_layers, hidden), n_calibration)
-    calibration_fisher, test_fisher = fisher[:n_calibration], fisher[n_calibration:]
-    below = count_below(calibration_fisher[:, None], test_fisher[:, None])[:, 0]
-    return 1.0 - below / n_calibration
+
+    def simes_statistics(signal: np.ndarray) -> list[float]:
+        """(L+1, D) -> L+1 Simes statistics of level-1 p-values against the level-1 reference."""
+        below = np.count_nonzero(sets.level_1 < signal, axis=0)  # (L+1, D)
+        share = below / len(sets.level_1)
+        feature_p = np.minimum(share, 1.0 - share)
+        ranks = np.arange(1, hidden + 1)
+        return [float(((hidden / ranks) * np.sort(feature_p[layer])).min()) for layer in range(n_layers)]
+
+    reference_simes = [simes_statistics(signal) for signal in sets.calibrated]
+
+    def fisher_statistic(simes: list[float]) -> float:
+        log_sum = 0.0
+        for layer in range(n_layers):
+            below = sum(reference[layer] < simes[layer] for reference in reference_simes)
+            share = below / len(reference_simes)
+            log_sum += math.log(min(share, 1.0 - share) + FISHER_EPSILON)
+        return -2.0 * log_sum
+
+    reference_fisher = [fisher_statistic(simes) for simes in reference_simes]
+    p_values = []
+    for signal in test:
+        fisher = fisher_statistic(simes_statistics(signal))
+        if method == "split":
+            at_or_above = sum(reference >= fisher for reference in reference_fisher)
+            p_values.append((1 + at_or_above) / (len(reference_fisher) + 1))
+        else:
+            below = sum(reference < fisher for reference in reference_fisher)
+            p_values.append(1.0 - below / len(reference_fisher))
+    return np.array(p_values, dtype=np.float64)
 
 
-def masf_oracle_p_values(calibration_signals: np.ndarray, test_signals: np.ndarray) -> np.ndarray:
-    """(N_cal, L+1, D), (N_test, L+1, D) float32 -> (N_test,) float64; counts by direct comparison."""
-    return _numpy_p_values(calibration_signals, test_signals, _count_below_by_comparison)
+def masf_numpy_p_values(
+    calibration_signals: np.ndarray, test_signals: np.ndarray, method: str = "in-sample", seed: int = 0
+) -> np.ndarray:
+    """(N_cal, L+1, D), (N_test, L+1, D) float32 -> (N_test,) float64; every ECDF by np.searchsorted."""
+    sets = reference_sets(calibration_signals, method, seed)
+    n_level_1, n_layers, hidden = sets.level_1.shape
+    test = _check_test(test_signals, (n_layers, hidden))
+    sorted_level_1 = np.sort(sets.level_1.reshape(n_level_1, -1), axis=0)  # (N1, F)
+    ranks = np.arange(1, hidden + 1)
+    libm_log = np.frompyfunc(math.log, 1, 1)  # the C library's log, as in the Numba kernel
 
+    def simes_statistics(signals: np.ndarray) -> np.ndarray:
+        """(M, L+1, D) -> (M, L+1) float64."""
+        flat = signals.reshape(len(signals), -1)
+        below = np.empty(flat.shape, dtype=np.int64)
+        for feature in range(flat.shape[1]):
+            below[:, feature] = np.searchsorted(sorted_level_1[:, feature], flat[:, feature], side="left")
+        share = below.reshape(signals.shape) / n_level_1
+        feature_p = np.sort(np.minimum(share, 1.0 - share), axis=2)
+        return ((hidden / ranks) * feature_p).min(axis=2)
 
-def masf_numpy_p_values(calibration_signals: np.ndarray, test_signals: np.ndarray) -> np.ndarray:
-    """(N_cal, L+1, D), (N_test, L+1, D) float32 -> (N_test,) float64; counts by np.searchsorted."""
-    return _numpy_p_values(calibration_signals, test_signals, _count_below_by_searchsorted)
+    reference_simes = simes_statistics(sets.calibrated)
+    sorted_simes = np.sort(reference_simes, axis=0)  # (K, L+1)
+
+    def fisher_statistics(simes: np.ndarray) -> np.ndarray:
+        """(M, L+1) -> (M,) float64."""
+        log_sum = np.zeros(len(simes), dtype=np.float64)
+        for layer in range(n_layers):  # sequential, in the kernel's order
+            share = np.searchsorted(sorted_simes[:, layer], simes[:, layer], side="left") / len(sorted_simes)
+            log_sum += libm_log(np.minimum(share, 1.0 - share) + FISHER_EPSILON).astype(np.float64)
+        return -2.0 * log_sum
+
+    sorted_fisher = np.sort(fisher_statistics(reference_simes))
+    below = np.searchsorted(sorted_fisher, fisher_statistics(simes_statistics(test)), side="left")
+    return _p_value_from_counts(sets.method, below, len(sorted_fisher))
 
 
 # ------------------------------------------------------------------------------------ dataset-level summary

@@ -10,9 +10,12 @@ from scipy import stats
 
 from fmm_fast.errors import UserError
 from fmm_fast.masf import (
+    CALIBRATION_METHODS,
+    IN_DISTRIBUTION_LEVEL,
     KERNEL_BLOCK_ROWS,
     MaSFCalibration,
     _count_below_each,
+    calibration_halves,
     masf_numpy_p_values,
     masf_oracle_p_values,
     summarize_p_values,
@@ -26,13 +29,15 @@ def tied_signals(rng: np.random.Generator, n: int, layers: int, hidden: int) -> 
     return signals
 
 
+@pytest.mark.parametrize("method", CALIBRATION_METHODS)
 @pytest.mark.parametrize(
     ("n_calibration", "layers", "hidden", "n_fresh"),
-    [(20, 1, 1, 9), (37, 3, 5, 40), (64, 2, 16, 33), (25, 2, 3, KERNEL_BLOCK_ROWS + 17)],
+    [(40, 1, 1, 9), (41, 3, 5, 40), (64, 2, 16, 33), (45, 2, 3, KERNEL_BLOCK_ROWS + 17)],
 )
-def test_kernels_and_numpy_match_oracle_exactly_on_tied_data(n_calibration, layers, hidden, n_fresh):
+def test_kernels_and_numpy_match_oracle_exactly_on_tied_data(n_calibration, layers, hidden, n_fresh, method):
     rng = np.random.default_rng(n_calibration * 1000 + hidden)
     calibration = tied_signals(rng, n_calibration, layers, hidden)
+    calibration[:, 0, 0] = 1.0  # a constant feature: p1 = 0 for every calibration example
     # Fresh tied rows, exact copies of calibration rows, and values outside the calibration range.
     test = np.concatenate(
         [
@@ -42,24 +47,35 @@ def test_kernels_and_numpy_match_oracle_exactly_on_tied_data(n_calibration, laye
             calibration[:3] - np.float32(3.0),
         ]
     )
-    oracle = masf_oracle_p_values(calibration, test)
-    np.testing.assert_array_equal(MaSFCalibration.fit(calibration).p_values(test), oracle)
-    np.testing.assert_array_equal(masf_numpy_p_values(calibration, test), oracle)
-    # The oracle itself is a right-sided ECDF p-value on the grid 1 - k/N.
+    oracle = masf_oracle_p_values(calibration, test, method, seed=3)
+    fit = MaSFCalibration.fit(calibration, method, seed=3)
+    np.testing.assert_allclose(fit.p_values(test), oracle, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(
+        masf_numpy_p_values(calibration, test, method, seed=3), oracle, rtol=0, atol=1e-12
+    )
+    # The oracle itself is a right-sided p-value on its grid: 1 − k/N in-sample, (1 + k)/(|B| + 1) split.
+    grid = fit.n_calibration + (method == "split")
     assert np.all((oracle >= 0) & (oracle <= 1))
-    np.testing.assert_allclose(oracle * n_calibration, np.round(oracle * n_calibration), atol=1e-9)
+    np.testing.assert_allclose(oracle * grid, np.round(oracle * grid), atol=1e-9)
 
 
-def test_kernels_match_oracle_on_continuous_data_with_repeated_calibration_values():
+@pytest.mark.parametrize("method", CALIBRATION_METHODS)
+def test_kernels_match_oracle_on_continuous_data_with_repeated_calibration_values(method):
     rng = np.random.default_rng(7)
     calibration = rng.standard_normal((50, 4, 24)).astype(np.float32)
     calibration[10:20] = calibration[0]  # ten identical calibration examples
     test = np.concatenate([rng.standard_normal((60, 4, 24)).astype(np.float32), calibration[::7]])
-    calibration_fit = MaSFCalibration.fit(calibration)
-    np.testing.assert_array_equal(calibration_fit.p_values(test), masf_oracle_p_values(calibration, test))
+    calibration_fit = MaSFCalibration.fit(calibration, method)
+    oracle = masf_oracle_p_values(calibration, test, method)
+    np.testing.assert_allclose(calibration_fit.p_values(test), oracle, rtol=0, atol=1e-12)
     # Reusing one fit for a second test set gives that set's oracle p-values too.
     second = rng.standard_normal((11, 4, 24)).astype(np.float32) * 2
-    np.testing.assert_array_equal(calibration_fit.p_values(second), masf_oracle_p_values(calibration, second))
+    np.testing.assert_allclose(
+        calibration_fit.p_values(second),
+        masf_oracle_p_values(calibration, second, method),
+        rtol=0,
+        atol=1e-12,
+    )
 
 
 @pytest.mark.parametrize("size", [1, 2, 3, 20, 33, 64])
@@ -72,23 +88,62 @@ def test_count_below_each_is_searchsorted_left(size):
     )
 
 
+def old_text_p_values(calibration: np.ndarray, test: np.ndarray) -> np.ndarray:
+    """The OLD SPEC §6 text, brute force: Fisher directly on the Simes statistics (no level-2 calibration)."""
+    n, _, hidden = calibration.shape
+
+    def fisher(signal: np.ndarray) -> float:
+        share = np.count_nonzero(calibration < signal, axis=0) / n
+        feature_p = np.sort(np.minimum(share, 1.0 - share), axis=1)
+        simes = ((hidden / np.arange(1, hidden + 1)) * feature_p).min(axis=1)
+        return -2.0 * sum(math.log(s + 1e-8) for s in simes)
+
+    reference = [fisher(signal) for signal in calibration]
+    return np.array([1.0 - sum(r < fisher(signal) for r in reference) / n for signal in test])
+
+
+# 32 calibration examples (so every k/32 and 1 − k/32 is exact and equal values tie exactly), one layer, two
+# features, both equal to k for example k = 0..31; and four test examples.
+HAND_CALIBRATION = np.repeat(np.arange(32, dtype=np.float32), 2).reshape(32, 1, 2)
+HAND_TEST = np.array([[[31.5, 31.5]], [[23.5, 7.5]], [[23.5, 15.5]], [[15.5, 15.5]]], dtype=np.float32)
+
+
 def test_hand_computed_p_values():
-    # 20 calibration examples, one layer, two features, both equal to k for example k = 0..19. Calibration
-    # example k: both features have p = min(k, 20 - k) / 20 and Simes = min(2p, p) = p.
-    calibration = np.repeat(np.arange(20, dtype=np.float32), 2).reshape(20, 1, 2)
-    test = np.array([[[19.5, 19.5]], [[14.5, 4.5]], [[14.5, 9.5]], [[9.5, 9.5]]], dtype=np.float32)
+    # Calibration example k: both features have p1 = m / 32, m = min(k, 32 − k), so Simes s2 = m / 32.
+    # Level 2: the s2 values are m = 0 once, 1..15 twice, 16 once; c2(m) = #(s2 < m/32) / 32 = (2m − 1) / 32
+    # for m ≥ 1, and p2 = min(c2, 1 − c2): 0 (m = 0), 1/32 (m = 1, 16), 3/32 (m = 2, 15), ..., 15/32
+    # (m = 8, 9): counts 1, 3, then 4 for each of 3/32..15/32. One layer: Fisher falls as p2 rises.
     expected = [
-        # p = (0, 0), Simes 0: the largest Fisher value, tied with calibration k = 0 (not strictly below).
-        1 - 19 / 20,
-        # p = (0.25, 0.25), Simes 0.25: calibration Fisher values below it are those with p > 0.25, k = 6..14.
-        1 - 9 / 20,
-        # p = (0.25, 0.5), Simes min(2 · 0.25, 1 · 0.5) = 0.5: no calibration example has p > 0.5.
+        # p1 = (0, 0), s2 = 0, p2 = 0: the largest Fisher value, tied with k = 0 (not strictly below).
+        1 - 31 / 32,
+        # p1 = (8/32, 8/32), s2 = 8/32, c2 = 15/32, p2 = 15/32: no calibration p2 above it.
         1.0,
-        # p = (0.5, 0.5), Simes 0.5.
-        1.0,
+        # p1 = (8/32, 16/32), s2 = min(2 · 8/32, 1 · 16/32) = 16/32, c2 = 31/32, p2 = 1/32: below it are the
+        # 28 calibration examples with p2 ≥ 3/32. A Simes statistic too HIGH is out of distribution.
+        1 - 28 / 32,
+        # p1 = (16/32, 16/32), s2 = 16/32: as above.
+        1 - 28 / 32,
     ]
-    np.testing.assert_allclose(masf_oracle_p_values(calibration, test), expected, rtol=0, atol=1e-12)
-    np.testing.assert_allclose(MaSFCalibration.fit(calibration).p_values(test), expected, rtol=0, atol=1e-12)
+    for p_values in (
+        masf_oracle_p_values(HAND_CALIBRATION, HAND_TEST),
+        masf_numpy_p_values(HAND_CALIBRATION, HAND_TEST),
+        MaSFCalibration.fit(HAND_CALIBRATION).p_values(HAND_TEST),
+    ):
+        np.testing.assert_allclose(p_values, expected, rtol=0, atol=1e-12)
+
+
+def test_old_text_without_level_2_calibration_gives_other_p_values():
+    # The old text ranks by Simes alone: a high Simes statistic is never suspicious, so the last two tests
+    # get p = 1 and the second 1 − 15/32 (calibration examples m = 9..16 have a higher Simes statistic).
+    old = old_text_p_values(HAND_CALIBRATION, HAND_TEST)
+    np.testing.assert_allclose(old, [1 - 31 / 32, 1 - 15 / 32, 1.0, 1.0], rtol=0, atol=1e-12)
+    assert not np.allclose(old, MaSFCalibration.fit(HAND_CALIBRATION).p_values(HAND_TEST), rtol=0, atol=1e-12)
+    # And on random Gaussian signals (the issue measured differences up to 0.83 on 60×3×4).
+    rng = np.random.default_rng(11)
+    calibration = rng.standard_normal((60, 3, 4)).astype(np.float32)
+    test = rng.standard_normal((40, 3, 4)).astype(np.float32)
+    difference = np.abs(old_text_p_values(calibration, test) - masf_oracle_p_values(calibration, test))
+    assert difference.max() > 0.3
 
 
 def test_calibration_scored_against_itself_is_roughly_uniform():
@@ -101,16 +156,75 @@ def test_calibration_scored_against_itself_is_roughly_uniform():
     assert summarize_p_values(p_values)["in_distribution"]
 
 
-def test_shifted_test_set_is_out_of_distribution():
+@pytest.mark.parametrize("method", CALIBRATION_METHODS)
+def test_shifted_test_set_is_out_of_distribution(method):
     rng = np.random.default_rng(1)
     calibration = rng.standard_normal((200, 3, 16)).astype(np.float32)
     shifted = rng.standard_normal((100, 3, 16)).astype(np.float32) + np.float32(3.0)
-    p_values = MaSFCalibration.fit(calibration).p_values(shifted)
-    assert p_values.max() <= 0.01
+    fit = MaSFCalibration.fit(calibration, method)
+    p_values = fit.p_values(shifted)
+    np.testing.assert_array_equal(p_values, fit.p_value_floor)  # every layer far out: the largest statistic
+    assert fit.p_value_floor < 0.05
     summary = summarize_p_values(p_values)
     assert summary["simes"] < 0.05
     assert not summary["in_distribution"]
     assert summary["share_below"]["0.05"] == 1.0
+
+
+def share_below_five_percent(method: str, seed: int) -> tuple[float, float, float]:
+    """Fresh same-distribution rows (N_cal 1,000, 2,000 test, 4×16 Gaussian): share of p < 0.05, and the
+    99.9% binomial interval of that share around 5%."""
+    rng = np.random.default_rng(seed)
+    calibration = rng.standard_normal((1000, 4, 16)).astype(np.float32)
+    fresh = rng.standard_normal((2000, 4, 16)).astype(np.float32)
+    p_values = MaSFCalibration.fit(calibration, method, seed=seed).p_values(fresh)
+    low, high = stats.binom.ppf([0.0005, 0.9995], len(fresh), IN_DISTRIBUTION_LEVEL) / len(fresh)
+    return float(np.mean(p_values < IN_DISTRIBUTION_LEVEL)), low, high
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_split_calibration_is_a_valid_p_value(seed):
+    share, low, high = share_below_five_percent("split", seed)
+    assert low <= share <= high
+
+
+def test_in_sample_calibration_fails_the_validity_check():
+    # The known property of the paper's calibration (SPEC §6): fresh examples score too low.
+    share, _, high = share_below_five_percent("in-sample", 0)
+    assert share > high
+
+
+@pytest.mark.parametrize(
+    "alter", [lambda s: s * np.float32(2.0), lambda s: s + np.float32(2.0)], ids=["scaled", "shifted"]
+)
+def test_split_calibration_flags_scaled_and_shifted_signals(alter):
+    rng = np.random.default_rng(5)
+    calibration = rng.standard_normal((1000, 4, 16)).astype(np.float32)
+    altered = alter(rng.standard_normal((500, 4, 16)).astype(np.float32))
+    p_values = MaSFCalibration.fit(calibration, "split").p_values(altered)
+    assert np.mean(p_values < IN_DISTRIBUTION_LEVEL) > 0.9
+    assert not summarize_p_values(p_values)["in_distribution"]
+
+
+def test_split_is_seeded_and_recorded():
+    rng = np.random.default_rng(4)
+    calibration = rng.standard_normal((61, 2, 8)).astype(np.float32)
+    half_a, half_b = calibration_halves(61, seed=9)
+    assert len(half_a) == 30 and len(half_b) == 31
+    assert sorted([*half_a, *half_b]) == list(range(61))
+    np.testing.assert_array_equal(calibration_halves(61, seed=9)[0], half_a)
+    assert not np.array_equal(calibration_halves(61, seed=10)[0], half_a)
+    fit = MaSFCalibration.fit(calibration, "split", seed=9)
+    described = fit.describe()
+    assert {k: described[k] for k in ("method", "seed", "n_level_1", "n")} == {
+        "method": "split", "seed": 9, "n_level_1": 30, "n": 31,
+    }  # fmt: skip
+    assert MaSFCalibration.fit(calibration).describe()["seed"] is None
+    # The seed matters: another split scores the same test rows differently.
+    test = rng.standard_normal((50, 2, 8)).astype(np.float32)
+    assert not np.array_equal(
+        fit.p_values(test), MaSFCalibration.fit(calibration, "split", seed=10).p_values(test)
+    )
 
 
 def test_summary_hand_computed():
@@ -128,13 +242,31 @@ def test_summary_hand_computed():
     assert summary["in_distribution"] is True
 
 
-def test_too_few_calibration_examples():
-    signals = np.zeros((19, 2, 3), dtype=np.float32)
-    message = "MaSF needs at least 20 calibration examples, got 19; use a larger validation split"
+@pytest.mark.parametrize(
+    ("method", "n", "message"),
+    [
+        ("in-sample", 19, "MaSF in-sample calibration needs at least 20 calibration examples, got 19"),
+        (
+            "split",
+            39,
+            r"MaSF split calibration needs at least 40 calibration examples \(20 per half\), got 39",
+        ),
+    ],
+)
+def test_too_few_calibration_examples(method, n, message):
+    signals = np.zeros((n, 2, 3), dtype=np.float32)
+    with pytest.raises(UserError, match=message + "; use a larger validation split"):
+        MaSFCalibration.fit(signals, method)
     with pytest.raises(UserError, match=message):
-        MaSFCalibration.fit(signals)
-    with pytest.raises(UserError, match=message):
-        masf_oracle_p_values(signals, signals)
+        masf_oracle_p_values(signals, signals, method)
+    MaSFCalibration.fit(np.zeros((n + 1, 2, 3), dtype=np.float32), method)  # one more is enough
+
+
+def test_unknown_calibration_method_rejected():
+    with pytest.raises(
+        UserError, match="unknown MaSF calibration method 'conformal'; use one of in-sample, split"
+    ):
+        MaSFCalibration.fit(np.zeros((40, 2, 3), dtype=np.float32), "conformal")
 
 
 def test_shape_mismatch_names_both_shapes():
@@ -167,27 +299,40 @@ def test_summary_rejects_empty():
 
 
 def test_fisher_epsilon_bounds_the_statistic():
-    # One layer, one feature: a value above every calibration value has p = 0, Fisher = −2 log(1e-8).
+    # One layer, one feature: a value above every calibration value has p1 = 0, Simes 0, p2 = 0 (no
+    # calibration Simes statistic is below 0), Fisher = −2 log(1e-8).
     calibration = np.arange(20, dtype=np.float32).reshape(20, 1, 1)
     fit = MaSFCalibration.fit(calibration)
     assert fit.sorted_fisher.max() == pytest.approx(-2 * math.log(1e-8))
 
 
-def test_small_calibration_saturates_and_reports_its_p_value_floor():
-    # 60 examples of 7×384 features: most are some feature's in-sample extreme in every layer, so their
-    # Fisher statistic sits at the cap 7·(−2 log 1e-8) and no test example can score below their share.
+@pytest.mark.parametrize("method", CALIBRATION_METHODS)
+def test_small_calibration_saturates_and_reports_its_p_value_floor(method):
+    # 60 examples of 7×384 features: most are some feature's extreme (p1 = 0) in every layer, so their
+    # Simes statistic is 0, tied at the bottom of level 2 (p2 = 0), and their Fisher statistic sits at the
+    # cap 7·(−2 log 1e-8): no test example can score below their share (split: (1 + their count)/(|B| + 1)).
     rng = np.random.default_rng(2)
     calibration = rng.standard_normal((60, 7, 384)).astype(np.float32)
-    fit = MaSFCalibration.fit(calibration)
+    fit = MaSFCalibration.fit(calibration, method)
     cap = 7 * -2 * math.log(1e-8)
-    saturated = float(np.mean(np.isclose(fit.sorted_fisher, cap)))
-    assert fit.p_value_floor == pytest.approx(saturated) and fit.p_value_floor > 0.05
+    n_saturated = int(np.sum(np.isclose(fit.sorted_fisher, cap)))
+    expected_floor = (
+        n_saturated / fit.n_calibration
+        if method == "in-sample"
+        else (1 + n_saturated) / (fit.n_calibration + 1)
+    )
+    assert fit.p_value_floor == pytest.approx(expected_floor, abs=1e-15) and fit.p_value_floor > 0.05
     far_away = calibration[:10] + np.float32(10.0)
-    np.testing.assert_allclose(fit.p_values(far_away), fit.p_value_floor)
+    np.testing.assert_allclose(fit.p_values(far_away), fit.p_value_floor, rtol=0, atol=1e-15)
     assert summarize_p_values(fit.p_values(far_away))["in_distribution"]  # powerless: the floor says why
 
 
-def test_large_calibration_has_a_low_p_value_floor():
+@pytest.mark.parametrize(("method", "floor"), [("in-sample", 0.0), ("split", 1 / 201)])
+def test_large_calibration_has_a_low_p_value_floor(method, floor):
+    # In-sample, a test example beyond every calibration Fisher statistic gets p = 0; split's floor is
+    # 1 / (|B| + 1) when no calibration example of B saturates.
     rng = np.random.default_rng(3)
-    fit = MaSFCalibration.fit(rng.standard_normal((400, 3, 16)).astype(np.float32))
-    assert fit.p_value_floor <= 0.01
+    calibration = rng.standard_normal((400, 3, 16)).astype(np.float32)
+    fit = MaSFCalibration.fit(calibration, method)
+    assert fit.p_value_floor == pytest.approx(floor, abs=1e-15)
+    np.testing.assert_allclose(fit.p_values(calibration[:5] + np.float32(10.0)), floor, rtol=0, atol=1e-15)

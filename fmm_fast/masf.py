@@ -97,12 +97,17 @@ def calibration_halves(n_calibration: int, seed: int) -> tuple[np.ndarray, np.nd
     return np.sort(order[:half]), np.sort(order[half:])
 
 
-def reference_sets(calibration_signals: np.ndarray, method: str, seed: int = 0) -> ReferenceSets:
-    """Checked calibration signals (N, L+1, D) -> the reference sets of `method`; UserError if unusable."""
+def check_calibration_method(method: str) -> None:
+    """UserError unless method is one of CALIBRATION_METHODS."""
     if method not in CALIBRATION_METHODS:
         raise UserError(
             f"unknown MaSF calibration method {method!r}; use one of {', '.join(CALIBRATION_METHODS)}"
         )
+
+
+def reference_sets(calibration_signals: np.ndarray, method: str, seed: int = 0) -> ReferenceSets:
+    """Checked calibration signals (N, L+1, D) -> the reference sets of `method`; UserError if unusable."""
+    check_calibration_method(method)
     calibration = _check_signals(calibration_signals, "calibration")
     needed = MIN_CALIBRATION_EXAMPLES * (2 if method == "split" else 1)
     if calibration.shape[0] < needed:

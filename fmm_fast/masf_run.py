@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import numpy as np
 from fmm_fast.engine import DEFAULT_TOKEN_BUDGET, MaskBatchEngine
 from fmm_fast.errors import UserError
 from fmm_fast.loading import LoadedModel
-from fmm_fast.masf import MaSFCalibration, summarize_p_values
+from fmm_fast.masf import MaSFCalibration, check_calibration_method, summarize_p_values
 from fmm_fast.masking import STRATEGIES, mask_explained_share, random_masking
 from fmm_fast.pipeline import DataOptions, open_split
 from fmm_fast.stats import RATIOS
@@ -52,34 +53,42 @@ def run_masf(
     masked_dir: Path | None = None,
     token_budget: int = DEFAULT_TOKEN_BUDGET,
     progress=None,
-) -> dict:
-    """Per-ratio Simes summaries and per-example p-values of one model. Returns a JSON-ready dict."""
+    calibrations: Sequence[str] = ("in-sample",),
+    calibration_seed: int = 0,
+) -> dict[str, dict]:
+    """Per-ratio Simes summaries and per-example p-values of one model, per calibration method (SPEC §6).
+
+    Every method scores the same signals (one forward pass per example and set); calibration_seed picks
+    the split's halves. Returns {method: JSON-ready dict}.
+    """
+    for method in calibrations:
+        check_calibration_method(method)
     engine = MaskBatchEngine(loaded.backend, token_budget=token_budget, cache_rows=0)
     info = loaded.info
     _, validation = open_split(loaded, replace(data, limit=None), "validation")
     _, test = open_split(loaded, data)
     strategy = calibration_strategy(info.strategy)
-    calibration_ids = random_masking(validation, strategy, info.mask_id, seed)
-    calibration = MaSFCalibration.fit(engine.signals(calibration_ids))
+    calibration_signals = engine.signals(random_masking(validation, strategy, info.mask_id, seed))
+    fits = {
+        method: MaSFCalibration.fit(calibration_signals, method, calibration_seed) for method in calibrations
+    }
     if progress is not None:
         progress.update(1)
-    per_ratio, p_values = [], {}
+    p_values: dict[str, dict[float, np.ndarray]] = {method: {} for method in calibrations}
     for ratio, sequences in masked_test_sets(test.input_ids, test, info.mask_id, seed, masked_dir).items():
-        p = calibration.p_values(engine.signals(sequences))
-        p_values[ratio] = p
-        per_ratio.append({"ratio": ratio, **summarize_p_values(p)})
+        signals = engine.signals(sequences)
+        for method, fit in fits.items():
+            p_values[method][ratio] = fit.p_values(signals)
         if progress is not None:
             progress.update(1)
     return {
-        "strategy": info.strategy,
-        "calibration": {
-            "strategy": strategy,
-            "n": calibration.n_calibration,
-            "split": "validation",
-            "p_value_floor": calibration.p_value_floor,
-        },
-        "n_test": len(test),
-        "per_ratio": per_ratio,
-        "p_values": {f"{r:.1f}": p.tolist() for r, p in p_values.items()},
-        "engine": engine.stats.as_dict(),
+        method: {
+            "strategy": info.strategy,
+            "calibration": {"strategy": strategy, "split": "validation", **fit.describe()},
+            "n_test": len(test),
+            "per_ratio": [{"ratio": r, **summarize_p_values(p)} for r, p in p_values[method].items()],
+            "p_values": {f"{r:.1f}": p.tolist() for r, p in p_values[method].items()},
+            "engine": engine.stats.as_dict(),
+        }
+        for method, fit in fits.items()
     }

@@ -79,17 +79,73 @@ def test_explain_writes_jsonl_and_html(tiny_babi, tmp_path):
 def test_masf_on_the_onnx_model(tiny_babi, tmp_path, capsys):
     _, onnx_path, data = tiny_babi
     out = tmp_path / "masf"
-    assert main(["masf", "--model", str(onnx_path), *data_flags(data), "--out", str(out)]) == 0
+    argv = ["masf", "--model", str(onnx_path), *data_flags(data), "--limit", "12", "--out", str(out), "-q"]
+    argv += ["--calibration", "in-sample", "--calibration", "split", "--calibration-seed", "3"]
+    assert main(argv) == 0
     record = json.loads((out / "masf.json").read_text())
-    (summary,) = record["models"].values()
-    assert [round(s["ratio"], 1) for s in summary["per_ratio"]] == [round(0.1 * j, 1) for j in range(11)]
-    assert summary["calibration"]["strategy"] == "masked"
-    floor = summary["calibration"]["p_value_floor"]
-    assert 0 < floor <= 1
-    assert min(min(p) for p in _p_values_csv(out / "p_values.csv").values()) >= floor - 1e-12
-    warned = "the calibration saturates" in capsys.readouterr().err
-    assert warned == (floor > 0.05)
-    assert (out / "masf.png").is_file() and (out / "p_values.csv").is_file()
+    arguments = record["arguments"]
+    assert {
+        key: arguments[key] for key in ("size", "test_size", "limit", "calibration", "calibration_seed")
+    } == {
+        "size": data["size"],
+        "test_size": data["test_size"],
+        "limit": 12,
+        "calibration": ["in-sample", "split"],
+        "calibration_seed": 3,
+    }
+    assert {"text_field", "pair_field", "label_field"} <= set(arguments)
+    by_method = {summary["calibration"]["method"]: summary for summary in record["models"].values()}
+    assert set(by_method) == {"in-sample", "split"}
+    assert (
+        by_method["split"]["calibration"]["seed"] == 3
+        and by_method["in-sample"]["calibration"]["seed"] is None
+    )
+    # 60 validation examples of the 300: all of them in-sample, halves of 30 for split.
+    assert by_method["in-sample"]["calibration"]["n"] == 60
+    assert (by_method["split"]["calibration"]["n_level_1"], by_method["split"]["calibration"]["n"]) == (
+        30,
+        30,
+    )
+    p_values = _p_values_csv(out / "p_values.csv")
+    err = capsys.readouterr().err
+    for label, summary in record["models"].items():
+        assert [round(s["ratio"], 1) for s in summary["per_ratio"]] == [round(0.1 * j, 1) for j in range(11)]
+        assert summary["calibration"]["strategy"] == "masked"
+        floor = summary["calibration"]["p_value_floor"]
+        assert 0 <= floor <= 1
+        assert min(min(p) for p in p_values[label].values()) >= floor - 1e-12
+        assert (f"{label}: the {summary['calibration']['method']} calibration saturates" in err) == (
+            floor > 0.05
+        )
+    assert by_method["split"]["calibration"]["p_value_floor"] >= 1 / 31
+    assert "set/s" not in err  # --quiet: no progress bar
+    assert (out / "masf.png").is_file()
+
+
+def test_masf_split_calibration_needs_forty_examples(tiny_babi, tmp_path, capsys):
+    _, onnx_path, _ = tiny_babi
+    argv = ["masf", "--model", str(onnx_path), "--dataset", "babi-1", "--size", "150", "--test-size", "5"]
+    assert main([*argv, "--calibration", "split", "--out", str(tmp_path / "m")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert (
+        len(err) == 1
+        and "split calibration needs at least 40 calibration examples (20 per half), got 30" in err[0]
+    )
+
+
+def test_masf_unknown_calibration_is_one_line(tmp_path, capsys):
+    argv = [
+        "masf",
+        "--model",
+        str(tmp_path / "none.onnx"),
+        "--calibration",
+        "conformal",
+        "--out",
+        str(tmp_path),
+    ]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown MaSF calibration method 'conformal'" in err[0]
 
 
 @pytest.mark.parametrize(
@@ -157,10 +213,10 @@ def test_usage_mistakes_exit_2_without_traceback(capsys):
     assert "Traceback" not in err and "--dataset" in err
 
 
-def _p_values_csv(path) -> dict[str, list[float]]:
-    """{ratio: p-values} from masf's p_values.csv."""
-    by_ratio: dict[str, list[float]] = {}
+def _p_values_csv(path) -> dict[str, dict[str, list[float]]]:
+    """{model label: {ratio: p-values}} from masf's p_values.csv."""
+    by_label: dict[str, dict[str, list[float]]] = {}
     with open(path, newline="") as handle:
         for row in csv.DictReader(handle):
-            by_ratio.setdefault(row["ratio"], []).append(float(row["p_value"]))
-    return by_ratio
+            by_label.setdefault(row["model"], {}).setdefault(row["ratio"], []).append(float(row["p_value"]))
+    return by_label

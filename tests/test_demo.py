@@ -15,10 +15,12 @@ def test_demo_pipeline_writes_every_step_and_calibrates_on_the_whole_validation_
     assert {"rand", "grad-l2", "inp-grad-abs", "int-grad-abs", "loo-abs", "loo-sign", BEAM_MEASURE} <= set(
         summary["measures"]
     )
-    # the 917-sentence validation split, not the 33 of the 300-sentence training run
-    assert summary["masf_calibration"]["n"] == 917
-    assert 0 < summary["masf_calibration"]["p_value_floor"] < 0.05
-    assert len(summary["masf"]) == 11  # ratios 0, 0.1, ..., 1
+    # the 917-sentence validation split, not the 33 of the 300-sentence training run; split: half of it
+    calibrations = summary["masf_calibration"]
+    assert calibrations["in-sample"]["n"] == 917 and 0 < calibrations["in-sample"]["p_value_floor"] < 0.05
+    assert calibrations["split"]["n_level_1"] == 458 and calibrations["split"]["n"] == 459
+    assert 1 / 460 <= calibrations["split"]["p_value_floor"] <= 1
+    assert {method: len(simes) for method, simes in summary["masf"].items()} == {"in-sample": 11, "split": 11}
     assert json.loads((tmp_path / "demo.json").read_text())["masf_calibration"] == summary["masf_calibration"]
     for name in ("model.onnx", "curves.png", "masf.png", "masf.json", "curves/result.json"):
         assert (tmp_path / name).is_file()

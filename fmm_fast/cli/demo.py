@@ -38,12 +38,14 @@ def demo(
         f"({BEAM_MEASURE} on {config.beam_limit} sentences against its own rand baseline; "
         f"the others on {config.eval_limit})"
     )
-    masf, calibration = summary["masf"], summary["masf_calibration"]
-    print(
-        "MaSF Simes p-value (in distribution if > 0.05): "
-        + ", ".join(f"{100 * r:.0f}% masked: {masf[r]:.3g}" for r in (0.0, 0.5, 1.0))
-        + f" (calibration {calibration['n']} sentences, lowest possible p {calibration['p_value_floor']:.3g})"
-    )
+    for method, masf in summary["masf"].items():
+        calibration = summary["masf_calibration"][method]
+        print(
+            f"MaSF Simes p-value, {method} calibration (in distribution if > 0.05): "
+            + ", ".join(f"{100 * r:.0f}% masked: {masf[r]:.3g}" for r in (0.0, 0.5, 1.0))
+            + f" (calibrating sentences {calibration['n']}, "
+            f"lowest possible p {calibration['p_value_floor']:.3g})"
+        )
     print("steps (s): " + ", ".join(f"{k} {v}" for k, v in summary["steps_seconds"].items()))
     print(
         f"files: {out}/train/run.json, {out}/model.onnx, {out}/curves/result.json, {out}/beam/result.json, "

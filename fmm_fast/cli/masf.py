@@ -61,6 +61,7 @@ def masf(
     calibration: list[str] = typer.Option(
         ["in-sample"],
         "--calibration",
+        metavar="in-sample|split",
         help="in-sample: the paper's method (default); split: a valid p-value (half the validation split "
         "fits level 1, the other half calibrates, SPEC §6). Repeat to score both on the same signals.",
     ),

@@ -23,18 +23,9 @@ from fmm_fast.errors import UserError
 from fmm_fast.loading import LoadedModel, load_model
 from fmm_fast.measures import get_measure
 from fmm_fast.pipeline import DataOptions, open_split
+from fmm_fast.ranking import top_k_positions
 from fmm_fast.runrecord import versions, write_json
 from fmm_fast.types import EncodedSplit
-
-
-def top_k_positions(scores: np.ndarray, explained: np.ndarray, k: int) -> np.ndarray:
-    """Positions of the k highest-scoring explained tokens (fewer if fewer are explained).
-
-    scores, explained: (T,). The ranking of SPEC §4: descending score, ties to the earlier position
-    (a stable sort); tokens that are not explained never rank. Returns (min(k, n_explained),) int64.
-    """
-    key = np.where(explained, -np.asarray(scores, dtype=np.float64), np.inf)
-    return np.argsort(key, kind="stable")[: min(k, int(np.count_nonzero(explained)))]
 
 
 def overlap_per_example(

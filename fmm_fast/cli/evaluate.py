@@ -1,4 +1,5 @@
-"""`fmm-fast evaluate`: recursive erasure curves with ACU/RACU for one model, resumable."""
+"""`fmm-fast evaluate`: recursive erasure curves with ACU/RACU for one model (resumable), or with
+`--protocol aopc` the SPEC §8 peer metrics of built-in measures and external explanations."""
 
 from __future__ import annotations
 
@@ -24,11 +25,14 @@ from fmm_fast.cli.options import (
 from fmm_fast.engine import DEFAULT_TOKEN_BUDGET, MaskBatchEngine
 from fmm_fast.errors import UserError
 from fmm_fast.evaluate import BASELINE, EvaluationSettings, evaluate_model
-from fmm_fast.loading import load_model
+from fmm_fast.external import ExternalExplanation, load_explanations
+from fmm_fast.loading import LoadedModel, load_model
 from fmm_fast.measures import get_measure
+from fmm_fast.peer_evaluation import PeerRunSettings, check_fresh, render_peer_table, run_peer_evaluation
 from fmm_fast.pipeline import DataOptions, open_split
 from fmm_fast.progress import progress_bar
 from fmm_fast.runrecord import ensure_writable
+from fmm_fast.types import EncodedSplit
 
 
 @app.command()
@@ -54,24 +58,73 @@ def evaluate(
     pair_field: PairFieldOption = None,
     label_field: LabelFieldOption = None,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+    protocol: str = typer.Option(
+        "recursive",
+        help="recursive: SPEC §4 erasure curves. aopc: SPEC §8 AOPC comprehensiveness, AOPC sufficiency and "
+        "τ-LOO per example, plus a non-recursive erasure curve (ranking computed once).",
+    ),
+    explanations: list[Path] = typer.Option(
+        [],
+        "--explanations",
+        help='A .jsonl of explanations made elsewhere, one line per example: {"index": i, "token_scores": '
+        '[...]} or {"index": i, "word_scores": [...]}; repeat for several. Needs --protocol aopc.',
+    ),
 ) -> None:
     """Recursive erasure at r = 0, 0.1, ..., 1 (SPEC §4) and ACU/RACU against `rand` (SPEC §5).
 
     Finished steps are saved as they complete: rerun the same command to resume an interrupted run.
     Writes OUT/seed-S/result.json (one per seed), OUT/curves.csv and OUT/curves.png.
+
+    With --protocol aopc every explanation is computed once on the unmasked input and scored with SPEC §8's
+    metrics (dataset means with 95% bootstrap CIs) and a non-recursive erasure curve; writes
+    OUT/seed-S/peer.jsonl (per example) and OUT/seed-S/result.json.
     """
     for name in measure:
         get_measure(name)  # a typo fails before any work
+    if protocol not in ("recursive", "aopc"):
+        raise UserError(f"unknown --protocol '{protocol}'; choose recursive or aopc")
+    if protocol == "recursive" and explanations:
+        raise UserError(
+            "the recursive protocol recomputes the measure on every masked input, which a file of fixed "
+            "scores cannot do; evaluate --explanations with --protocol aopc"
+        )
+    if protocol == "aopc" and save_masked:
+        raise UserError(
+            "--save-masked belongs to the recursive protocol; drop it or use --protocol recursive"
+        )
     ensure_writable(out)
+    if protocol == "aopc":
+        for s in seed:
+            check_fresh(out / f"seed-{s}")  # before any work: a finished run is never overwritten
     loaded = load_model(model, device=device, provider=device)
     data = DataOptions(dataset, split, limit, size, test_size, text_field, pair_field, label_field)
     text_dataset, encoded = open_split(loaded, data)
+    external = [load_explanations(path, encoded, loaded.tokenizer) for path in explanations]
+    if len({e.name for e in external}) < len(external):
+        raise UserError("two --explanations files share a name; give each file its own name")
     engine = MaskBatchEngine(loaded.backend, token_budget=token_budget)
     print(
         f"model {model} on {loaded.backend.name}; {text_dataset.name}/{split}: {len(encoded)} examples; "
         f"measures: {', '.join([BASELINE, *[m for m in measure if m != BASELINE]])}",
         file=sys.stderr,
     )
+    if protocol == "aopc":
+        _evaluate_aopc(
+            loaded,
+            encoded,
+            text_dataset.name,
+            text_dataset.metric,
+            data,
+            model,
+            out,
+            measure,
+            seed,
+            external,
+            device,
+            engine,
+            quiet,
+        )
+        return
     rows = []
     for s in seed:
         run_dir = out / f"seed-{s}"
@@ -110,6 +163,52 @@ def evaluate(
 
     plot_run_curves([out / f"seed-{s}" / "result.json" for s in seed], out / "curves.png")
     print(f"wrote {out / 'curves.csv'}, {out / 'curves.png'}")
+
+
+def _evaluate_aopc(
+    loaded: LoadedModel,
+    encoded: EncodedSplit,
+    dataset_name: str,
+    metric: str,
+    data: DataOptions,
+    model: Path,
+    out: Path,
+    measures: list[str],
+    seeds: list[int],
+    external: list[ExternalExplanation],
+    device: str,
+    engine: MaskBatchEngine,
+    quiet: bool,
+) -> None:
+    """--protocol aopc: the SPEC §8 metrics of every measure and explanations file, per seed."""
+    for s in seeds:
+        settings = PeerRunSettings(str(model), dataset_name, data.split, s, list(measures))
+        arguments = {
+            **vars(settings),
+            "protocol": "aopc",
+            "explanations": [str(e.path) for e in external],
+            "limit": data.limit,
+            "device": device,
+            "token_budget": engine.token_budget,
+        }
+        record = run_peer_evaluation(
+            loaded,
+            encoded,
+            settings,
+            metric,
+            out / f"seed-{s}",
+            engine,
+            external,
+            device,
+            arguments,
+            None if quiet else progress_bar,
+        )
+        print(
+            f"\nseed {s}: {record['dataset']}/{record['split']}, {record['n_examples']} examples, "
+            f"protocol aopc (SPEC §8), curve metric {record['metric']}"
+        )
+        print(render_peer_table(record))
+        print(f"→ {out / f'seed-{s}' / 'result.json'}, per example {out / f'seed-{s}' / 'peer.jsonl'}")
 
 
 def _curve_rows(record: dict) -> list[dict]:

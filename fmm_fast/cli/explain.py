@@ -57,7 +57,8 @@ def explain(
     _, encoded = open_split(loaded, data)
     with progress_bar(len(encoded), measure) as bar:
         explanations = explain_encoded(loaded, encoded, measure, seed, on_batch=bar.update)
-    save_explanations(out, explanations, [{"text": t, "pair": p} for t, p in encoded.texts])
+    extra = [{"index": i, "text": t, "pair": p} for i, (t, p) in enumerate(encoded.texts)]
+    save_explanations(out, explanations, extra)
     print(f"wrote {len(explanations)} explanations to {out}")
     if html:
         page = out.with_suffix(".html")

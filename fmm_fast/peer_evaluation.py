@@ -1,0 +1,234 @@
+"""`fmm-fast evaluate --protocol aopc`: SPEC §8 metrics for built-in measures and external explanations.
+
+Every explanation is computed (or read) once on the unmasked inputs. Per example it gets AOPC
+comprehensiveness, AOPC sufficiency and τ-LOO (SPEC §8) and the masking of its top floor(r·n) tokens at
+every erasure ratio, which gives a non-recursive erasure curve with ACU/RACU against `rand` ranked the
+same way (SPEC §5). Writes <run_dir>/peer.jsonl (one line per measure and example) and
+<run_dir>/result.json (kind "peer-metrics": dataset means with 95% BCa bootstrap CIs over examples).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from fmm_fast import __version__
+from fmm_fast.engine import MaskBatchEngine
+from fmm_fast.errors import UserError
+from fmm_fast.evaluate import BASELINE, explain_split
+from fmm_fast.external import ExternalExplanation
+from fmm_fast.loading import LoadedModel, gradient_backend
+from fmm_fast.measures import get_measure
+from fmm_fast.metrics import compute_metrics
+from fmm_fast.peer_metrics import THRESHOLDS, PeerScores, peer_metrics
+from fmm_fast.runrecord import versions, write_json
+from fmm_fast.stats import RATIOS, acu_racu, bootstrap_ci, format_ci
+from fmm_fast.types import EncodedSplit
+
+RECORD_KIND = "peer-metrics"
+PEER_FILE = "peer.jsonl"
+RESULT_FILE = "result.json"
+# (key in the record, column title); ↑ higher is more faithful, ↓ lower is.
+SUMMARIES = (
+    ("aopc_comprehensiveness", "AOPC comp ↑"),
+    ("aopc_sufficiency", "AOPC suff ↓"),
+    ("tau_loo", "τ-LOO ↑"),
+)
+
+
+@dataclass
+class PeerRunSettings:
+    """One seed of a peer-metrics run: what to explain, where, and with which `rand` seed."""
+
+    model: str
+    dataset: str
+    split: str
+    seed: int
+    measures: list[str]
+    explain_batch_rows: int = 32
+
+
+def check_fresh(run_dir: Path) -> None:
+    """UserError when run_dir already holds a result: a peer-metrics run never overwrites one."""
+    if (run_dir / RESULT_FILE).exists() or (run_dir / PEER_FILE).exists():
+        raise UserError(f"{run_dir} already holds results; choose a new --out (nothing was changed)")
+
+
+def summarize(values: Sequence[float]) -> dict:
+    """Mean and 95% BCa bootstrap CI over the examples where the value is defined (nan = undefined)."""
+    array = np.asarray(values, dtype=np.float64)
+    defined = array[np.isfinite(array)]
+    if len(defined) == 0:
+        return {"mean": None, "ci_low": None, "ci_high": None, "n": 0, "undefined": len(array)}
+    mean, low, high = bootstrap_ci(defined)
+
+    def number(value: float) -> float | None:
+        return None if np.isnan(value) else float(value)
+
+    return {
+        "mean": mean,
+        "ci_low": number(low),
+        "ci_high": number(high),
+        "n": len(defined),
+        "undefined": len(array) - len(defined),
+    }
+
+
+def run_peer_evaluation(
+    loaded: LoadedModel,
+    split: EncodedSplit,
+    settings: PeerRunSettings,
+    metric: str,
+    run_dir: Path,
+    engine: MaskBatchEngine,
+    external: Sequence[ExternalExplanation] = (),
+    device: str = "auto",
+    arguments: dict | None = None,
+    progress_factory: Callable[..., object] | None = None,
+) -> dict:
+    """All measures of one seed (rand first, then settings.measures, then the external files)."""
+    started = time.perf_counter()
+    check_fresh(run_dir)
+    num_labels = engine.info.num_labels
+    if num_labels <= int(split.labels.max(initial=0)):
+        raise UserError(
+            f"the model has {num_labels} labels but the dataset uses label index {int(split.labels.max())}; "
+            "evaluate a model trained on this dataset"
+        )
+    gradient_engine: MaskBatchEngine | None = None
+    names = list(dict.fromkeys([BASELINE, *(get_measure(m).name for m in settings.measures)]))
+    per_measure: dict[str, tuple[list[PeerScores], dict]] = {}
+    for name in [*names, *(e.name for e in external)]:
+        measure_started, rows_before = time.perf_counter(), engine.stats.forward_rows
+        progress = None if progress_factory is None else progress_factory(total=2 * len(split), desc=name)
+        advance = None if progress is None else progress.update
+        fixed = next((e for e in external if e.name == name), None)
+        if fixed is None:
+            # the seed of the recursive protocol's first step, so `rand` draws the same first ranking
+            measure = get_measure(name, seed=settings.seed * 1000 + 1)
+            scoring_engine = engine
+            if measure.needs_gradients:
+                if gradient_engine is None:
+                    gradient_engine = MaskBatchEngine(
+                        gradient_backend(loaded, device), token_budget=engine.token_budget
+                    )
+                scoring_engine = gradient_engine
+            scores = explain_split(
+                measure, scoring_engine, list(split.input_ids), split, settings.explain_batch_rows, advance
+            )
+            about = {"signed": bool(measure.signed), "source": "built-in"}
+        else:
+            scores = fixed.scores
+            about = {"signed": fixed.signed, "source": str(fixed.path)}
+            if advance is not None:
+                advance(len(split))
+        results = peer_metrics(engine, split, scores, RATIOS, on_chunk=advance)
+        if progress is not None:
+            progress.close()
+        about["seconds"] = time.perf_counter() - measure_started
+        about["forward_passes"] = engine.stats.forward_rows - rows_before
+        per_measure[name] = (results, about)
+    summary = _summary(per_measure, split.labels, num_labels, metric)
+    _write_examples(run_dir / PEER_FILE, per_measure)
+    record = {
+        "kind": RECORD_KIND,
+        "protocol": "aopc",
+        "fmm_fast_version": __version__,
+        "arguments": arguments or vars(settings),
+        "model": {
+            "path": settings.model,
+            "strategy": loaded.info.strategy,
+            "source": loaded.info.source,
+            "backend": loaded.backend.name,
+        },
+        "dataset": settings.dataset,
+        "split": settings.split,
+        "seed": settings.seed,
+        "n_examples": len(split),
+        **summary,
+        "per_example_file": PEER_FILE,
+        "durations": {"total_seconds": time.perf_counter() - started},
+        "engine": engine.stats.as_dict(),
+        "versions": versions(),
+    }
+    write_json(run_dir / RESULT_FILE, record)
+    return record
+
+
+def _summary(
+    per_measure: dict[str, tuple[list[PeerScores], dict]], labels: np.ndarray, num_labels: int, metric: str
+) -> dict:
+    """Curves, ACU/RACU against rand, and the dataset means with their CIs."""
+    curves = {}
+    for name, (results, _) in per_measure.items():
+        points = [
+            compute_metrics(labels, np.array([r.curve_predictions[j] for r in results]), num_labels)
+            for j in range(len(RATIOS))
+        ]
+        curves[name] = {m: [p[m] for p in points] for m in points[0]}
+    names = list(curves)
+    measure_curves = np.asarray([curves[n][metric] for n in names], dtype=np.float64)
+    baseline = np.repeat(measure_curves[names.index(BASELINE)][None, :], len(names), axis=0)
+    acu, racu = acu_racu(measure_curves, baseline, RATIOS)
+    measures = {}
+    for i, (name, (results, about)) in enumerate(per_measure.items()):
+        measures[name] = {
+            **about,
+            **{key: summarize([getattr(r, key) for r in results]) for key, _ in SUMMARIES},
+            "acu": float(acu[i]),
+            "racu": None if np.isnan(racu[i]) else float(racu[i]),
+        }
+    majority = float(np.bincount(labels).max() / len(labels))
+    return {
+        "metric": metric,
+        "majority_baseline": majority,
+        "thresholds": THRESHOLDS.tolist(),
+        "ratios": RATIOS.tolist(),
+        "curves": curves,
+        "measures": measures,
+    }
+
+
+def _write_examples(path: Path, per_measure: dict[str, tuple[list[PeerScores], dict]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as handle:
+        for name, (results, _) in per_measure.items():
+            for index, result in enumerate(results):
+                handle.write(json.dumps({"measure": name, "index": index, **result.to_json()}) + "\n")
+
+
+def summary_cell(summary: dict) -> str:
+    """×100 mean with its CI, e.g. "12.3 (−1.0/+1.1)"; "n/a" when no example defines the value."""
+    if summary["mean"] is None:
+        return "n/a"
+    low = np.nan if summary["ci_low"] is None else summary["ci_low"]
+    high = np.nan if summary["ci_high"] is None else summary["ci_high"]
+    return format_ci(summary["mean"], low, high)
+
+
+def render_peer_table(record: dict) -> str:
+    """The printed table of one peer-metrics record: one line per measure."""
+    header = f"{'measure':<18}{'signed':>7}" + "".join(f"{title:>22}" for _, title in SUMMARIES)
+    header += f"{'ACU':>8}{'RACU':>8}{'seconds':>9}"
+    lines = [header]
+    for name, m in record["measures"].items():
+        racu = "n/a" if m["racu"] is None else f"{100 * m['racu']:.1f}"
+        lines.append(
+            f"{name:<18}{'yes' if m['signed'] else 'no':>7}"
+            + "".join(f"{summary_cell(m[key]):>22}" for key, _ in SUMMARIES)
+            + f"{100 * m['acu']:>8.1f}{racu:>8}{m['seconds']:>9.1f}"
+        )
+    undefined = {name: m["tau_loo"]["undefined"] for name, m in record["measures"].items()}
+    note = (
+        "(×100; mean over examples and 95% BCa bootstrap CI; ranking computed once on the unmasked input; "
+        "ACU/RACU of the non-recursive erasure curve against rand ranked once — read RACU for unsigned "
+        "measures, ACU for signed ones"
+    )
+    if any(undefined.values()):
+        note += f"; τ-LOO undefined on up to {max(undefined.values())} examples (n < 2 or constant)"
+    return "\n".join([*lines, note + ")"])

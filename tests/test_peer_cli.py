@@ -55,6 +55,10 @@ def test_aopc_protocol_scores_builtin_and_external_explanations(tiny_babi, tmp_p
     # a second run into the same directory changes nothing and says so
     assert main(argv) == 2
     assert "already holds results" in capsys.readouterr().err
+    # the report gives the peer metrics their own table (and needs no recursive result for it)
+    assert main(["report", str(out), "--out", str(tmp_path / "report")]) == 0
+    table = (tmp_path / "report" / "peer-metrics.md").read_text()
+    assert "| outside |" in table and "AOPC comp" in table and "AOPC comp" in capsys.readouterr().out
 
 
 def test_recursive_protocol_refuses_external_explanations(tiny_babi, tmp_path, capsys):

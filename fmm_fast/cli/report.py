@@ -25,10 +25,18 @@ def report_command(
         ),
     ],
 ) -> None:
-    """Aggregate ACU/RACU over seeds (mean, 95% BCa CI), plot the erasure curves, print the table."""
+    """Aggregate ACU/RACU over seeds (mean, 95% BCa CI), plot the erasure curves, print the table.
+
+    Results of `fmm-fast evaluate --protocol aopc` get their own table, OUT/peer-metrics.md.
+    """
+    from fmm_fast.report.peer import has_recursive_results, write_peer_report
     from fmm_fast.report.tables import render_table_markdown
     from fmm_fast.report.write import write_report
 
-    report = write_report(dirs, out)
-    typer.echo(f"fmm-fast report: {len(report.files)} results, written to {out}", err=True)
-    typer.echo(render_table_markdown(report))
+    peer_table = write_peer_report(dirs, out)
+    if peer_table is None or has_recursive_results(dirs):
+        report = write_report(dirs, out)
+        typer.echo(f"fmm-fast report: {len(report.files)} results, written to {out}", err=True)
+        typer.echo(render_table_markdown(report))
+    if peer_table is not None:
+        typer.echo(peer_table)

@@ -6,5 +6,6 @@ across seeds, after dropping bAbI seeds that did not converge.
 
 One module per step: `load` reads result files, `aggregate` groups and summarises them, `tables` renders
 Markdown and LaTeX, `plots` draws the figures (erasure curves, MaSF p-values), `write` puts it all on disk.
-`order` holds the canonical measure and strategy order they share.
+`order` holds the canonical measure and strategy order they share. `peer` renders the SPEC §8 results of
+`fmm-fast evaluate --protocol aopc` (kind "peer-metrics") as their own table.
 """

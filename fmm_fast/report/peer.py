@@ -1,0 +1,102 @@
+"""The report's SPEC §8 section: peer-metrics results (`fmm-fast evaluate --protocol aopc`) as a table.
+
+Per (dataset, strategy) one row per measure: AOPC comprehensiveness, AOPC sufficiency, τ-LOO and the
+ACU/RACU of the ranking-once erasure curve. With one seed the cell is that run's mean over examples and
+its 95% BCa CI over examples; with several seeds, the mean of the seeds' means and the BCa CI over seeds
+(as SPEC §5 aggregates ACU/RACU).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+
+from fmm_fast.errors import UserError
+from fmm_fast.peer_evaluation import RECORD_KIND, SUMMARIES, summary_cell
+from fmm_fast.report.load import find_result_files, load_result
+from fmm_fast.report.order import measure_sort_key
+from fmm_fast.report.tables import markdown_table
+from fmm_fast.stats import bootstrap_ci, format_ci
+
+PEER_TABLE = "peer-metrics.md"
+
+
+def load_peer_records(dirs: Sequence[Path]) -> list[dict]:
+    """Every peer-metrics result.json under `dirs`, each with its "path" added."""
+    records = []
+    for path in find_result_files(dirs):
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise UserError(
+                f"malformed result file {path}: {error}; rerun the command that wrote it"
+            ) from None
+        if isinstance(record, dict) and record.get("kind") == RECORD_KIND:
+            if not isinstance(record.get("measures"), dict) or "dataset" not in record:
+                raise UserError(
+                    f"malformed peer-metrics result {path}; rerun `fmm-fast evaluate --protocol aopc`"
+                )
+            records.append({**record, "path": str(path)})
+    return records
+
+
+def has_recursive_results(dirs: Sequence[Path]) -> bool:
+    """True when `dirs` hold at least one recursive-protocol evaluation result."""
+    return any(load_result(path) is not None for path in find_result_files(dirs))
+
+
+def _cell(entries: list[dict]) -> str:
+    """One run: its CI over examples; several: the BCa CI over the runs' means."""
+    if len(entries) == 1:
+        return summary_cell(entries[0])
+    means = [e["mean"] for e in entries]
+    if any(m is None for m in means):
+        return "n/a"
+    return format_ci(*bootstrap_ci(means))
+
+
+def _score_cell(runs: list[dict]) -> str:
+    key = "acu" if runs[0]["signed"] else "racu"
+    values = [r[key] for r in runs]
+    if any(v is None for v in values):
+        return "n/a"
+    return f"{'ACU' if key == 'acu' else 'RACU'} {format_ci(*bootstrap_ci(values))}"
+
+
+def render_peer_markdown(records: list[dict]) -> str:
+    """One table per (dataset, strategy, split): measures × (AOPC comp, AOPC suff, τ-LOO, ACU/RACU)."""
+    groups: dict[tuple[str, str, str], list[dict]] = defaultdict(list)
+    for record in records:
+        groups[(record["dataset"], record["model"]["strategy"], record["split"])].append(record)
+    parts = [
+        "Peer metrics (SPEC §8, `--protocol aopc`), ×100: ranking computed once on the unmasked input; one "
+        "seed: mean over examples and 95% BCa CI over examples; several: mean over seeds and BCa CI over "
+        "seeds. Last column: the ranking-once erasure curve against rand (RACU unsigned, ACU signed)."
+    ]
+    for (dataset, strategy, split), runs in sorted(groups.items()):
+        names = sorted({n for r in runs for n in r["measures"]}, key=measure_sort_key)
+        header = ["Measure", *(title for _, title in SUMMARIES), "Erasure curve"]
+        rows = []
+        for name in names:
+            holders = [r["measures"][name] for r in runs if name in r["measures"]]
+            cells = [_cell([h[key] for h in holders]) for key, _ in SUMMARIES]
+            label = name if len(holders) == len(runs) else f"{name} [n={len(holders)}]"
+            rows.append([label, *cells, _score_cell(holders)])
+        examples = sorted({r["n_examples"] for r in runs})
+        sizes = ", ".join(map(str, examples))
+        title = f"### {dataset} / {strategy} ({split}; {len(runs)} seed(s), {sizes} examples)"
+        parts += [title, markdown_table(header, rows)]
+    return "\n\n".join(parts) + "\n"
+
+
+def write_peer_report(dirs: Sequence[Path], out: Path) -> str | None:
+    """Write OUT/peer-metrics.md when `dirs` hold peer-metrics results; returns its text (None: none)."""
+    records = load_peer_records(dirs)
+    if not records:
+        return None
+    text = render_peer_markdown(records)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / PEER_TABLE).write_text(text, encoding="utf-8")
+    return text

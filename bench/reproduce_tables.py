@@ -139,6 +139,17 @@ def _mean_cell(entries: list[dict], kind: str, k: int) -> str:
     return _percent(statistics.fmean(e[kind][str(k)] for e in entries)) if entries else "n/a"
 
 
+def _plausibility_cells(entries: list[dict], ks: tuple[int, ...]) -> list[str]:
+    """Mean ×100 over seeds of ferret's token-F1@k, IOU@k and AUPRC; n/a for records made before them."""
+    found = [e["plausibility"] for e in entries if "plausibility" in e]
+    if not found or len(found) < len(entries):
+        return ["n/a"] * (2 * len(ks) + 1)
+    cells = [
+        _percent(statistics.fmean(p[name][str(k)] for p in found)) for name in ("token_f1", "iou") for k in ks
+    ]
+    return [*cells, _percent(statistics.fmean(p["auprc"] for p in found))]
+
+
 def supporting_table(study: Study) -> str:
     """(d) share of each measure's top-k on supporting-fact tokens, mean over converged seeds."""
     ks = study.scale.supporting_ks
@@ -148,15 +159,18 @@ def supporting_table(study: Study) -> str:
     for plan in (plan for plan in study.scale.datasets if plan.has_supporting_facts):
         seeds = converged_seeds(study, plan)
         header += [f"{plan.dataset} k={k} (n={len(seeds)})" for k in ks]
+        header += [f"token-F1 k={k}" for k in ks] + [f"IOU k={k}" for k in ks] + ["AUPRC"]
         records = [read_json(study.supporting_file(plan.dataset, s))["measures"] for s in seeds]
         for measure, _ in study.supporting_plan(plan):
             cells[measure] += [_mean_cell([r[measure] for r in records], "overlap", k) for k in ks]
+            cells[measure] += _plausibility_cells([r[measure] for r in records], ks)
         # The expected overlap of a random ranking, on the curves' examples and on beam's fewer ones.
         for label, measure in (
             ("chance (expected)", "rand"),
             (f"chance (expected), {PAPER_BEAM} examples", PAPER_BEAM),
         ):
             cells[label] += [_mean_cell([r[measure] for r in records], "chance", k) for k in ks]
+            cells[label] += [""] * (2 * len(ks) + 1)
         if records:
             rand, beam = records[0]["rand"], records[0][PAPER_BEAM]
             notes.append(
@@ -169,7 +183,8 @@ def supporting_table(study: Study) -> str:
         "Share ×100 of each measure's top-k explained tokens (descending score, ties to the earlier "
         "token; signed measures rank by signed score) that lie in a supporting-fact sentence, divided by "
         "min(k, supporting tokens); mean over examples, then over converged seeds of the masked model. "
-        "Explanations of the unmasked input, gold label."
+        "Explanations of the unmasked input, gold label. token-F1, IOU (top-k as the hard rationale) and "
+        "AUPRC (soft scores) against the same supporting tokens, as ferret defines them."
     )
     table = markdown_table(header, [[label, *row] for label, row in cells.items()])
     return "\n\n".join([caption, table, "\n".join(f"- {note}" for note in notes)]).strip()

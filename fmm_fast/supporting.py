@@ -5,7 +5,8 @@ turns them into per-token flags (EncodedSplit.supporting). A faithful explanatio
 the task should rank those tokens first. Per example the overlap is |top-k ∩ supporting| / min(k, |S|),
 so 1 means the top-k is all supporting tokens (or holds all of them when there are fewer than k); the
 mean runs over examples that have supporting tokens. `rand` gives the chance level, and
-chance_overlap its expectation in closed form.
+chance_overlap its expectation in closed form. Each measure's record also holds ferret's token-F1, IOU and
+AUPRC against the same tokens (fmm_fast.plausibility).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from fmm_fast.errors import UserError
 from fmm_fast.loading import LoadedModel, load_model
 from fmm_fast.measures import get_measure
 from fmm_fast.pipeline import DataOptions, open_split
+from fmm_fast.plausibility import plausibility
 from fmm_fast.ranking import top_k_positions
 from fmm_fast.runrecord import versions, write_json
 from fmm_fast.types import EncodedSplit
@@ -168,6 +170,8 @@ def _measure_overlap(
         "n_examples": len(subset),
         "overlap": {str(k): supporting_overlap(scores, subset.supporting, subset.explained, k) for k in ks},
         "chance": {str(k): chance_overlap(subset.supporting, subset.explained, k) for k in ks},
+        # ferret's token-F1@k, IOU@k and AUPRC against the same supporting-fact tokens
+        "plausibility": plausibility(scores, subset.supporting, subset.explained, list(ks)),
         "supporting_tokens_mean": float(np.mean([np.count_nonzero(s) for s in subset.supporting])),
         "explained_tokens_mean": float(np.mean([np.count_nonzero(e) for e in subset.explained])),
         "seconds": time.perf_counter() - started,

@@ -167,6 +167,9 @@ def test_runner_scores_each_measure_once_and_resumes(tiny_model, tmp_path):
         assert set(entry["overlap"]) == {"1", "5"}
         assert all(0.0 <= v <= 1.0 for v in entry["overlap"].values())
         assert all(0.0 < v <= 1.0 for v in entry["chance"].values())
+        plausible = entry["plausibility"]
+        assert set(plausible["token_f1"]) == set(plausible["iou"]) == {"1", "5"}
+        assert all(0.0 <= v <= 1.0 for v in [*plausible["token_f1"].values(), plausible["auprc"]])
     assert json.loads(out.read_text()) == record
 
     rerun = run_supporting_overlap(tmp_path / "model", data, plan, [1, 5], out)

@@ -17,6 +17,7 @@ from fmm_fast.evaluate import explain_split
 from fmm_fast.loading import LoadedModel, gradient_backend, load_model
 from fmm_fast.measures import get_measure
 from fmm_fast.measures.base import ExplainBatch
+from fmm_fast.precision import DEFAULT_PRECISION
 from fmm_fast.tokenization import encode_texts
 from fmm_fast.types import EncodedSplit
 
@@ -24,13 +25,20 @@ ModelLike = str | Path | LoadedModel | Backend | MaskBatchEngine
 
 
 def as_engine(
-    model: ModelLike, needs_gradients: bool = False, token_budget: int = DEFAULT_TOKEN_BUDGET
+    model: ModelLike,
+    needs_gradients: bool = False,
+    token_budget: int = DEFAULT_TOKEN_BUDGET,
+    precision: str = DEFAULT_PRECISION,
 ) -> MaskBatchEngine:
-    """Wrap whatever the caller has (path, loaded model, backend, engine) in a mask-batch engine."""
+    """Wrap whatever the caller has (path, loaded model, backend, engine) in a mask-batch engine.
+
+    precision (fp32|bf16|auto, see fmm_fast.precision) applies to a path; a model already loaded keeps its
+    own (`load_model(path, precision=...)`).
+    """
     if isinstance(model, MaskBatchEngine):
         return model
     if isinstance(model, str | Path):
-        model = load_model(model)
+        model = load_model(model, precision=precision)
     if isinstance(model, LoadedModel):
         backend = gradient_backend(model) if needs_gradients else model.backend
     else:
@@ -46,13 +54,15 @@ def explain(
     explained: np.ndarray,
     measure: str = "loo-abs",
     seed: int = 0,
+    precision: str = DEFAULT_PRECISION,
     **options,
 ) -> np.ndarray:
     """Importance scores for a right-padded batch.
 
     input_ids, attention_mask: (B, T) int; labels: (B,) int gold labels (the explained logit);
     explained: (B, T) bool, the tokens to score. Returns (B, T) float64, 0 outside `explained`.
-    `options` are the measure's cost knobs (e.g. ig_steps, gradient_batch_size, beam_size).
+    precision: fp32|bf16|auto for a model given by path. `options` are the measure's cost knobs (e.g.
+    ig_steps, gradient_batch_size, beam_size).
     """
     chosen = get_measure(measure, seed=seed, **options)
     batch = ExplainBatch(
@@ -61,7 +71,7 @@ def explain(
         np.asarray(labels, dtype=np.int64),
         np.asarray(explained, dtype=bool) & np.asarray(attention_mask, dtype=bool),
     )
-    return chosen.explain(batch, as_engine(model, chosen.needs_gradients))
+    return chosen.explain(batch, as_engine(model, chosen.needs_gradients, precision=precision))
 
 
 @dataclass
@@ -100,13 +110,15 @@ def explain_texts(
     labels: list[str] | list[int] | None = None,
     measure: str = "loo-abs",
     seed: int = 0,
+    precision: str = DEFAULT_PRECISION,
     **options,
 ) -> list[Explanation]:
     """Explain raw texts (with optional second segments). Without labels, the predicted label is explained.
 
-    A text that truncates to no explained token gets an all-zero explanation.
+    A text that truncates to no explained token gets an all-zero explanation. precision: fp32|bf16|auto
+    for a model given by path.
     """
-    loaded = model if isinstance(model, LoadedModel) else load_model(model)
+    loaded = model if isinstance(model, LoadedModel) else load_model(model, precision=precision)
     if not texts or any(not t.strip() for t in texts):
         raise UserError("every text to explain must be non-empty")
     names = loaded.info.label_names

@@ -87,6 +87,7 @@ class EvaluationSettings:
     explain_batch_rows: int = 32
     save_masked: bool = False
     extra: dict = field(default_factory=dict)
+    precision: str = "fp32"  # what the forward passes run in (fmm_fast.precision): no mixed-precision curve
 
     def fingerprint(self) -> str:
         key = {
@@ -96,6 +97,8 @@ class EvaluationSettings:
             "seed": self.seed,
             "limit": self.limit,
         }
+        if self.precision != "fp32":  # fp32 runs keep the fingerprints they had, so they still resume
+            key["precision"] = self.precision
         return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -337,6 +340,7 @@ def evaluate_model(
             "strategy": loaded.info.strategy,
             "source": loaded.info.source,
             "backend": loaded.backend.name,
+            "precision": loaded.precision.as_dict(),
         },
         "dataset": settings.dataset,
         "split": settings.split,

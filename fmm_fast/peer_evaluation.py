@@ -145,6 +145,7 @@ def run_peer_evaluation(
             "strategy": loaded.info.strategy,
             "source": loaded.info.source,
             "backend": loaded.backend.name,
+            "precision": loaded.precision.as_dict(),
         },
         "dataset": settings.dataset,
         "split": settings.split,

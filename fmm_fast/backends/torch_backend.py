@@ -1,6 +1,8 @@
-"""PyTorch backend: forward passes and gradients for a SequenceClassifier."""
+"""PyTorch backend: forward passes and gradients for a SequenceClassifier, in fp32 or under autocast."""
 
 from __future__ import annotations
+
+import contextlib
 
 import numpy as np
 import torch
@@ -17,21 +19,40 @@ def resolve_torch_device(device: str) -> torch.device:
     return torch.device(device)
 
 
-class TorchBackend:
-    """Implements Backend and GradientBackend on a SequenceClassifier (eval mode)."""
+# Precisions that run under torch.autocast (weights stay fp32; autocast picks the ops that go low).
+AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
-    def __init__(self, model: SequenceClassifier, info: ModelInfo, device: str = "cpu") -> None:
+
+class TorchBackend:
+    """Implements Backend and GradientBackend on a SequenceClassifier (eval mode).
+
+    precision fp32 runs the model as it is; bf16 or fp16 run forward passes and gradients under
+    torch.autocast with that dtype (fp16 on CUDA only).
+    """
+
+    def __init__(
+        self, model: SequenceClassifier, info: ModelInfo, device: str = "cpu", precision: str = "fp32"
+    ) -> None:
         self.device = resolve_torch_device(device)
+        cpu_fp16 = precision == "fp16" and self.device.type != "cuda"
+        if precision not in ("fp32", *AUTOCAST_DTYPES) or cpu_fp16:
+            raise ValueError(f"PyTorch runs fp32 or bf16 (and fp16 on CUDA), not {precision} on {device}")
         self.model = model.to(self.device).eval()
         self.info = info
-        self.name = f"torch:{self.device.type}"
+        self.precision = precision
+        self.name = f"torch:{self.device.type}" + ("" if precision == "fp32" else f" {precision}-autocast")
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        if self.precision == "fp32":
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=AUTOCAST_DTYPES[self.precision])
 
     def forward(
         self, input_ids: np.ndarray, attention_mask: np.ndarray, with_signals: bool = False
     ) -> ForwardOutput:
         ids = torch.from_numpy(np.ascontiguousarray(input_ids, dtype=np.int64)).to(self.device)
         mask = torch.from_numpy(np.ascontiguousarray(attention_mask, dtype=np.int64)).to(self.device)
-        with torch.inference_mode():
+        with torch.inference_mode(), self._autocast():
             logits, signals = self.model(ids, mask, with_signals=with_signals)
         return ForwardOutput(
             logits=logits.float().cpu().numpy(),
@@ -44,7 +65,8 @@ class TorchBackend:
     def logits_from_embeddings(
         self, embeddings: torch.Tensor, attention_mask: torch.Tensor, input_ids: torch.Tensor
     ) -> torch.Tensor:
-        logits, _ = self.model(
-            input_ids.to(self.device), attention_mask.to(self.device), inputs_embeds=embeddings
-        )
-        return logits
+        with self._autocast():
+            logits, _ = self.model(
+                input_ids.to(self.device), attention_mask.to(self.device), inputs_embeds=embeddings
+            )
+        return logits.float()

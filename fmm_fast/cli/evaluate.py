@@ -17,6 +17,7 @@ from fmm_fast.cli.options import (
     LimitOption,
     ModelOption,
     PairFieldOption,
+    PrecisionOption,
     SizeOption,
     TestSizeOption,
     TextFieldOption,
@@ -30,6 +31,7 @@ from fmm_fast.loading import LoadedModel, load_model
 from fmm_fast.measures import get_measure
 from fmm_fast.peer_evaluation import PeerRunSettings, check_fresh, render_peer_table, run_peer_evaluation
 from fmm_fast.pipeline import DataOptions, open_split
+from fmm_fast.precision import DEFAULT_PRECISION
 from fmm_fast.progress import progress_bar
 from fmm_fast.runrecord import ensure_writable
 from fmm_fast.types import EncodedSplit
@@ -47,6 +49,7 @@ def evaluate(
     seed: list[int] = typer.Option([0], "--seed", help="Seed of the `rand` baseline; repeat for several."),
     limit: LimitOption = None,
     device: DeviceOption = "auto",
+    precision: PrecisionOption = DEFAULT_PRECISION,
     token_budget: TokenBudgetOption = DEFAULT_TOKEN_BUDGET,
     explain_batch_rows: int = typer.Option(32, help="Examples per explain call (a cost knob)."),
     save_masked: bool = typer.Option(
@@ -96,7 +99,7 @@ def evaluate(
     if protocol == "aopc":
         for s in seed:
             check_fresh(out / f"seed-{s}")  # before any work: a finished run is never overwritten
-    loaded = load_model(model, device=device, provider=device)
+    loaded = load_model(model, device=device, provider=device, precision=precision)
     data = DataOptions(dataset, split, limit, size, test_size, text_field, pair_field, label_field)
     text_dataset, encoded = open_split(loaded, data)
     external = [load_explanations(path, encoded, loaded.tokenizer) for path in explanations]
@@ -129,7 +132,15 @@ def evaluate(
     for s in seed:
         run_dir = out / f"seed-{s}"
         settings = EvaluationSettings(
-            str(model), text_dataset.name, split, s, limit, list(measure), explain_batch_rows, save_masked
+            str(model),
+            text_dataset.name,
+            split,
+            s,
+            limit,
+            list(measure),
+            explain_batch_rows,
+            save_masked,
+            precision=loaded.precision.used,
         )
         arguments = {
             "model": str(model),
@@ -139,6 +150,7 @@ def evaluate(
             "seed": s,
             "limit": limit,
             "device": device,
+            "precision": precision,
             "token_budget": token_budget,
             "explain_batch_rows": explain_batch_rows,
             "save_masked": save_masked,
@@ -189,6 +201,7 @@ def _evaluate_aopc(
             "explanations": [str(e.path) for e in external],
             "limit": data.limit,
             "device": device,
+            "precision": loaded.precision.requested,
             "token_budget": engine.token_budget,
         }
         record = run_peer_evaluation(

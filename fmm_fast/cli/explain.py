@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import typer
@@ -15,6 +16,7 @@ from fmm_fast.cli.options import (
     LimitOption,
     ModelOption,
     PairFieldOption,
+    PrecisionOption,
     SizeOption,
     TestSizeOption,
     TextFieldOption,
@@ -22,6 +24,7 @@ from fmm_fast.cli.options import (
 from fmm_fast.loading import load_model
 from fmm_fast.measures import get_measure
 from fmm_fast.pipeline import DataOptions, open_split
+from fmm_fast.precision import DEFAULT_PRECISION
 from fmm_fast.progress import progress_bar
 from fmm_fast.runrecord import ensure_writable
 
@@ -43,6 +46,7 @@ def explain(
         False, "--html", help="Also write OUT.html with tokens coloured by importance."
     ),
     device: DeviceOption = "auto",
+    precision: PrecisionOption = DEFAULT_PRECISION,
     size: SizeOption = None,
     test_size: TestSizeOption = None,
     text_field: TextFieldOption = None,
@@ -52,7 +56,8 @@ def explain(
     """Explain the gold-label logit of each example with one importance measure (SPEC §3)."""
     get_measure(measure)
     ensure_writable(out.parent if str(out.parent) else Path("."))
-    loaded = load_model(model, device=device, provider=device)
+    loaded = load_model(model, device=device, provider=device, precision=precision)
+    print(f"model {model} on {loaded.backend.name}", file=sys.stderr)
     data = DataOptions(dataset, split, limit, size, test_size, text_field, pair_field, label_field)
     _, encoded = open_split(loaded, data)
     with progress_bar(len(encoded), measure) as bar:

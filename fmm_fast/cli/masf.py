@@ -18,6 +18,7 @@ from fmm_fast.cli.options import (
     LabelFieldOption,
     LimitOption,
     PairFieldOption,
+    PrecisionOption,
     SizeOption,
     TestSizeOption,
     TextFieldOption,
@@ -29,6 +30,7 @@ from fmm_fast.loading import load_model
 from fmm_fast.masf import IN_DISTRIBUTION_LEVEL, check_calibration_method
 from fmm_fast.masf_run import run_masf
 from fmm_fast.pipeline import DataOptions
+from fmm_fast.precision import DEFAULT_PRECISION
 from fmm_fast.progress import progress_bar
 from fmm_fast.report.plots import plot_p_values
 from fmm_fast.runrecord import ensure_writable, versions, write_json
@@ -52,6 +54,7 @@ def masf(
     limit: LimitOption = None,
     seed: int = typer.Option(0, help="Seed of the calibration and random test masking."),
     device: DeviceOption = "auto",
+    precision: PrecisionOption = DEFAULT_PRECISION,
     token_budget: TokenBudgetOption = DEFAULT_TOKEN_BUDGET,
     size: SizeOption = None,
     test_size: TestSizeOption = None,
@@ -91,13 +94,19 @@ def masf(
     started = time.perf_counter()
     results = {}
     for path in model:
-        loaded = load_model(path, device=device, provider=device)
+        loaded = load_model(path, device=device, provider=device, precision=precision)
+        print(f"model {path} on {loaded.backend.name}", file=sys.stderr)
         name = f"{loaded.info.strategy} ({path.name})"
         with nullcontext() if quiet else progress_bar(len(RATIOS) + 1, name, unit="set") as bar:
             by_method = run_masf(loaded, data, seed, masked_dir, token_budget, bar, methods, calibration_seed)
         for method, result in by_method.items():
             label = _unique_label(name if len(methods) == 1 else f"{name} {method}", results)
-            results[label] = {**result, "model": str(path), "backend": loaded.backend.name}
+            results[label] = {
+                **result,
+                "model": str(path),
+                "backend": loaded.backend.name,
+                "precision": loaded.precision.as_dict(),
+            }
     record = {
         "kind": "masf",
         "fmm_fast_version": __version__,
@@ -116,6 +125,7 @@ def masf(
             "seed": seed,
             "calibration": methods,
             "calibration_seed": calibration_seed,
+            "precision": precision,
         },
         "models": {label: {k: v for k, v in r.items() if k != "p_values"} for label, r in results.items()},
         "durations": {"total_seconds": time.perf_counter() - started},

@@ -27,6 +27,14 @@ DeviceOption = Annotated[
     str,
     typer.Option(help="auto|cpu|cuda: the PyTorch device, or the ONNX Runtime provider for .onnx models."),
 ]
+PrecisionOption = Annotated[
+    str,
+    typer.Option(
+        help="fp32|bf16|auto: the precision of every forward pass. bf16 on CPU: OpenVINO for .onnx models "
+        "(`pip install 'fmm-fast[openvino]'`), PyTorch autocast for checkpoints (gradients too). auto: bf16 "
+        "where the CPU has native bf16 (AVX512_BF16/AMX), fp16 on CUDA, else fp32.",
+    ),
+]
 TokenBudgetOption = Annotated[
     int, typer.Option(help="Max rows × padded length per forward batch (bounds memory; a cost knob).")
 ]

@@ -1,0 +1,104 @@
+"""OpenVINO backend: the file `fmm-fast export` wrote, run by OpenVINO's CPU plugin in fp32 or bf16.
+
+OpenVINO reads the exported .onnx as it is (no conversion step, no second artefact). bf16 is the plugin's
+INFERENCE_PRECISION_HINT: matrix products and attention run in bf16 on CPUs with native bf16 (AVX512_BF16,
+AMX), the inputs and outputs stay int64 and float32. Like the ONNX Runtime backend it keeps two compiled
+models: the graph cut down to `logits` for scoring passes, the whole graph (with `signals`) for MaSF.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fmm_fast.backends.base import ForwardOutput
+from fmm_fast.backends.onnx_backend import _read_metadata, physical_cores
+from fmm_fast.errors import UserError
+from fmm_fast.models import configure_tokenizer
+
+EXTRA = "openvino"  # pyproject's optional dependency group
+# fmm-fast's precision names -> OpenVINO's INFERENCE_PRECISION_HINT values
+HINTS = {"fp32": "f32", "bf16": "bf16"}
+
+
+def import_openvino() -> Any:
+    """The openvino module; UserError naming the extra when it is not installed."""
+    try:
+        import openvino
+    except ImportError as error:
+        raise UserError(
+            f"bf16 on CPU for an ONNX model runs on OpenVINO, which is not installed; install it with "
+            f"`pip install 'fmm-fast[{EXTRA}]'` or run with --precision fp32"
+        ) from error
+    return openvino
+
+
+class OpenVinoBackend:
+    """Backend protocol on OpenVINO compiled models of one exported file.
+
+    info, tokenizer (configured for info.max_length) and verification come from the file's metadata, as
+    for OnnxBackend; precision (and `name`) is what the plugin reports it runs, fp32 or bf16.
+    """
+
+    def __init__(self, path: str | Path, precision: str = "bf16", threads: int | None = None) -> None:
+        """threads: inference threads, default the physical cores (one stream: batches run one by one)."""
+        if precision not in HINTS:
+            raise UserError(f"OpenVINO runs fp32 or bf16, not '{precision}'")
+        openvino = import_openvino()
+        self.path = Path(path)
+        info, tokenizer, self.verification, outputs = _read_metadata(self.path)
+        self.info = info
+        self.tokenizer = configure_tokenizer(tokenizer, info.max_length)
+        self.has_signals = "signals" in outputs
+        self._openvino = openvino
+        self._core = openvino.Core()
+        self._config = {
+            "INFERENCE_PRECISION_HINT": HINTS[precision],
+            "INFERENCE_NUM_THREADS": threads or physical_cores(),
+            "NUM_STREAMS": 1,
+            "PERFORMANCE_HINT": "LATENCY",
+        }
+        try:
+            self._model = self._core.read_model(str(self.path))
+        except RuntimeError as error:
+            raise UserError(
+                f"OpenVINO cannot read '{self.path}': {str(error).splitlines()[0]}; re-export it with "
+                "`fmm-fast export`"
+            ) from error
+        self._compiled = {True: self._compile(logits_only=True)}
+        # what the plugin runs: it may keep f32 where the CPU lacks bf16
+        reported = self._compiled[True].get_property("INFERENCE_PRECISION_HINT").get_type_name()
+        self.precision = next((name for name, hint in HINTS.items() if hint == reported), reported)
+        self.name = f"openvino:CPU {self.precision}"
+
+    def _compile(self, logits_only: bool) -> Any:
+        model = self._model
+        if logits_only:  # OpenVINO drops the nodes no kept output needs: most of the last layer
+            model = self._openvino.Model(
+                [model.output("logits").get_node()], model.get_parameters(), "logits"
+            )
+        return self._core.compile_model(model, "CPU", self._config)
+
+    def forward(
+        self, input_ids: np.ndarray, attention_mask: np.ndarray, with_signals: bool = False
+    ) -> ForwardOutput:
+        """input_ids, attention_mask (B, T) int64, right-padded -> logits (B, C), signals (B, L+1, D)."""
+        if with_signals and not self.has_signals:
+            raise UserError(
+                f"'{self.path}' has no signals output (MaSF needs it); re-export it with `fmm-fast export`"
+            )
+        logits_only = not with_signals
+        if logits_only not in self._compiled:
+            self._compiled[logits_only] = self._compile(logits_only)
+        compiled = self._compiled[logits_only]
+        outputs = compiled(
+            {
+                "input_ids": np.ascontiguousarray(input_ids, dtype=np.int64),
+                "attention_mask": np.ascontiguousarray(attention_mask, dtype=np.int64),
+            }
+        )
+        logits = np.array(outputs[compiled.output("logits")], dtype=np.float32)
+        signals = None if logits_only else np.array(outputs[compiled.output("signals")], dtype=np.float32)
+        return ForwardOutput(logits=logits, signals=signals)

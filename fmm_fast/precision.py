@@ -1,0 +1,68 @@
+"""Which floating-point precision a run's forward passes use: --precision fp32|bf16|auto resolved once.
+
+`auto` takes the fastest precision the hardware runs natively: on CUDA fp16, on a CPU with native bf16
+(AVX512_BF16 or AMX-BF16 in /proc/cpuinfo's flags) bf16, else fp32 with a note saying why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from fmm_fast.errors import UserError
+
+PRECISIONS = ("fp32", "bf16", "auto")
+DEFAULT_PRECISION = "fp32"  # until bench/bench_precision.py's fidelity report says otherwise
+NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+CPUINFO = Path("/proc/cpuinfo")
+
+
+@dataclass(frozen=True)
+class Precision:
+    """requested: fp32|bf16|auto as given; used: fp32|bf16|fp16, what runs; note: why they differ, if so."""
+
+    requested: str
+    used: str
+    note: str | None = None
+
+    @property
+    def reduced(self) -> bool:
+        return self.used != "fp32"
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def cpu_flags() -> frozenset[str]:
+    """The ISA flags of the first CPU in /proc/cpuinfo (empty where there is none, e.g. not Linux)."""
+    try:
+        text = CPUINFO.read_text()
+    except OSError:
+        return frozenset()
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "flags":
+            return frozenset(value.split())
+    return frozenset()
+
+
+def cpu_has_native_bf16() -> bool:
+    return any(flag in cpu_flags() for flag in NATIVE_BF16_FLAGS)
+
+
+def resolve_precision(requested: str, on_cuda: bool) -> Precision:
+    """requested fp32|bf16|auto on a CUDA device or a CPU -> the precision that runs."""
+    if requested not in PRECISIONS:
+        raise UserError(f"unknown precision '{requested}'; use one of {', '.join(PRECISIONS)}")
+    if requested != "auto":
+        return Precision(requested, requested)
+    if on_cuda:
+        return Precision(requested, "fp16")
+    if cpu_has_native_bf16():
+        return Precision(requested, "bf16")
+    return Precision(
+        requested,
+        "fp32",
+        f"this CPU has no native bf16 (none of {', '.join(NATIVE_BF16_FLAGS)} in {CPUINFO}'s flags), "
+        "so auto runs fp32",
+    )

@@ -1,0 +1,191 @@
+"""--precision fp32|bf16|auto: resolution, the fallback without native bf16, the OpenVINO extra, fidelity."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from fmm_fast import precision as precision_module
+from fmm_fast.api import explain
+from fmm_fast.backends.onnx_backend import OnnxBackend
+from fmm_fast.backends.openvino_backend import OpenVinoBackend
+from fmm_fast.backends.torch_backend import TorchBackend
+from fmm_fast.cli import main
+from fmm_fast.engine import MaskBatchEngine
+from fmm_fast.errors import UserError
+from fmm_fast.loading import gradient_backend, load_model
+from fmm_fast.precision import resolve_precision
+from fmm_fast.types import pad_batch
+
+HAS_OPENVINO = importlib.util.find_spec("openvino") is not None
+needs_openvino = pytest.mark.skipif(not HAS_OPENVINO, reason="the openvino extra is not installed")
+
+
+@pytest.fixture
+def cpu_without_bf16(monkeypatch):
+    monkeypatch.setattr(precision_module, "cpu_flags", lambda: frozenset({"avx2", "avx512f"}))
+
+
+@pytest.fixture
+def cpu_with_bf16(monkeypatch):
+    monkeypatch.setattr(precision_module, "cpu_flags", lambda: frozenset({"avx2", "avx512_bf16"}))
+
+
+@pytest.fixture
+def no_openvino(monkeypatch):
+    """`import openvino` fails, as where the extra is not installed."""
+    monkeypatch.setitem(sys.modules, "openvino", None)
+
+
+def test_cpu_flags_come_from_cpuinfo(monkeypatch, tmp_path) -> None:
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu avx2 amx_bf16 avx512f\n\nflags\t: fpu\n")
+    monkeypatch.setattr(precision_module, "CPUINFO", cpuinfo)
+    assert precision_module.cpu_flags() == {"fpu", "avx2", "amx_bf16", "avx512f"}
+    assert precision_module.cpu_has_native_bf16()
+    monkeypatch.setattr(precision_module, "CPUINFO", tmp_path / "missing")
+    assert precision_module.cpu_flags() == frozenset() and not precision_module.cpu_has_native_bf16()
+
+
+def test_auto_resolves_by_hardware(cpu_with_bf16) -> None:
+    assert resolve_precision("auto", on_cuda=False).used == "bf16"
+    assert resolve_precision("auto", on_cuda=True).used == "fp16"
+    assert resolve_precision("fp32", on_cuda=False).used == "fp32"
+    assert resolve_precision("bf16", on_cuda=False).note is None
+    with pytest.raises(UserError, match="unknown precision 'fp8'"):
+        resolve_precision("fp8", on_cuda=False)
+
+
+def test_auto_without_native_bf16_is_fp32_with_a_note(cpu_without_bf16) -> None:
+    chosen = resolve_precision("auto", on_cuda=False)
+    assert chosen.used == "fp32" and not chosen.reduced
+    assert "no native bf16" in chosen.note and "avx512_bf16" in chosen.note
+
+
+@needs_openvino
+def test_precision_option_reaches_the_backend_and_the_record(tiny_babi, tmp_path, capsys) -> None:
+    _, onnx_path, data = tiny_babi
+    out = tmp_path / "eval"
+    flags = ["--dataset", "babi-1", "--size", str(data["size"]), "--test-size", str(data["test_size"])]
+    arguments = ["evaluate", "--model", str(onnx_path), *flags, "--measure", "loo-abs", "--limit", "4"]
+    arguments += ["--device", "cpu", "--precision", "bf16", "--out", str(out), "--quiet"]
+    code = main(arguments)
+    assert code == 0
+    record = json.loads((out / "seed-0" / "result.json").read_text())
+    assert record["model"]["backend"].startswith("openvino:CPU")
+    assert record["model"]["precision"]["requested"] == "bf16"
+    assert record["arguments"]["precision"] == "bf16"
+    assert record["model"]["backend"] in capsys.readouterr().err  # what ran is printed
+
+
+def test_auto_on_a_cpu_without_bf16_runs_fp32_and_says_so(
+    tiny_babi, tmp_path, capsys, cpu_without_bf16
+) -> None:
+    _, onnx_path, data = tiny_babi
+    out = tmp_path / "masf"
+    flags = ["--dataset", "babi-1", "--size", str(data["size"]), "--test-size", str(data["test_size"])]
+    arguments = ["masf", "--model", str(onnx_path), *flags, "--limit", "4", "--device", "cpu"]
+    arguments += ["--precision", "auto", "--out", str(out)]
+    code = main(arguments)
+    assert code == 0
+    assert "no native bf16" in capsys.readouterr().err
+    (model,) = json.loads((out / "masf.json").read_text())["models"].values()
+    assert model["backend"].startswith("onnxruntime") and model["precision"]["used"] == "fp32"
+
+
+def test_missing_openvino_extra_is_exit_2(tiny_babi, tmp_path, capsys, no_openvino) -> None:
+    _, onnx_path, _ = tiny_babi
+    out = tmp_path / "explanations.jsonl"
+    arguments = ["explain", "--model", str(onnx_path), "--dataset", "babi-1", "--size", "300"]
+    arguments += ["--test-size", "40", "--measure", "loo-abs", "--limit", "2", "--precision", "bf16"]
+    code = main([*arguments, "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and not out.exists()
+    assert "fmm-fast[openvino]" in err and "--precision fp32" in err and len(err.strip().splitlines()) == 1
+
+
+def test_auto_without_openvino_falls_back_to_fp32(tiny_babi, capsys, cpu_with_bf16, no_openvino) -> None:
+    _, onnx_path, _ = tiny_babi
+    loaded = load_model(onnx_path, provider="cpu", precision="auto")
+    assert isinstance(loaded.backend, OnnxBackend) and loaded.precision.used == "fp32"
+    assert "fmm-fast[openvino]" in capsys.readouterr().err
+
+
+def test_unknown_precision_is_a_user_error(tiny_babi, capsys) -> None:
+    checkpoint, _, _ = tiny_babi
+    arguments = ["explain", "--model", str(checkpoint), "--measure", "loo-abs", "--precision", "half"]
+    code = main([*arguments, "--out", "x.jsonl"])
+    assert code == 2 and "unknown precision 'half'" in capsys.readouterr().err
+
+
+def rows_of(loaded, count: int = 12) -> tuple[np.ndarray, np.ndarray]:
+    """A padded batch of masked and unmasked rows of the tiny model's vocabulary."""
+    rng = np.random.default_rng(0)
+    info = loaded.info
+    words = [i for i in range(5, 200) if i not in info.special_ids]
+    rows = []
+    for length in rng.integers(4, 30, size=count):
+        ids = rng.choice(words, size=length)
+        ids[rng.random(length) < 0.3] = info.mask_id
+        rows.append(np.asarray([info.special_ids[0], *ids, info.special_ids[-1]], dtype=np.int64))
+    return pad_batch(rows, info.pad_id)
+
+
+def assert_close_but_reduced(low, high, precision: str) -> None:
+    """bf16 outputs agree with fp32 within bf16's 8-bit mantissa, and differ where bf16 really ran."""
+    scale = max(1.0, float(np.abs(high).max()))
+    assert np.abs(low - high).max() <= 0.05 * scale
+    if precision == "bf16":
+        assert not np.array_equal(low, high)
+
+
+@needs_openvino
+def test_openvino_bf16_logits_and_signals_close_to_fp32(tiny_babi) -> None:
+    _, onnx_path, _ = tiny_babi
+    fp32 = OnnxBackend.from_file(onnx_path, provider="cpu")
+    bf16 = load_model(onnx_path, provider="cpu", precision="bf16").backend
+    assert isinstance(bf16, OpenVinoBackend)
+    input_ids, attention_mask = rows_of(bf16)
+    reference = fp32.forward(input_ids, attention_mask, with_signals=True)
+    low = bf16.forward(input_ids, attention_mask, with_signals=True)
+    assert low.logits.dtype == np.float32 and low.logits.shape == reference.logits.shape
+    assert_close_but_reduced(low.logits, reference.logits, bf16.precision)
+    assert_close_but_reduced(low.signals, reference.signals, bf16.precision)
+    # the logits-only cut (scoring passes) rounds in its own order, within the same bound
+    assert_close_but_reduced(bf16.forward(input_ids, attention_mask).logits, reference.logits, "fp32")
+
+
+def test_torch_bf16_autocast_logits_and_gradients_close_to_fp32(tiny_babi) -> None:
+    checkpoint, onnx_path, _ = tiny_babi
+    fp32 = load_model(checkpoint, device="cpu").backend
+    bf16 = load_model(checkpoint, device="cpu", precision="bf16").backend
+    assert isinstance(bf16, TorchBackend) and bf16.name == "torch:cpu bf16-autocast"
+    input_ids, attention_mask = rows_of(bf16)
+    assert_close_but_reduced(
+        bf16.forward(input_ids, attention_mask).logits, fp32.forward(input_ids, attention_mask).logits, "bf16"
+    )
+    explained, labels = attention_mask.astype(bool), np.zeros(len(input_ids), dtype=np.int64)
+    scores = {
+        name: explain(MaskBatchEngine(backend), input_ids, attention_mask, labels, explained, "grad-l2")
+        for name, backend in (("fp32", fp32), ("bf16", bf16))
+    }
+    assert_close_but_reduced(scores["bf16"], scores["fp32"], "bf16")
+    # an ONNX model's gradient measures run on its checkpoint in the same precision
+    if HAS_OPENVINO:
+        gradients = gradient_backend(load_model(onnx_path, device="cpu", precision="bf16"), "cpu")
+        assert isinstance(gradients, TorchBackend) and gradients.precision == "bf16"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_auto_on_cuda_runs_fp16_autocast(tiny_babi) -> None:
+    checkpoint, _, _ = tiny_babi
+    loaded = load_model(checkpoint, device="cuda", precision="auto")
+    assert loaded.precision.used == "fp16" and loaded.backend.name == "torch:cuda fp16-autocast"
+    input_ids, attention_mask = rows_of(loaded)
+    reference = load_model(checkpoint, device="cuda").backend.forward(input_ids, attention_mask).logits
+    assert_close_but_reduced(loaded.backend.forward(input_ids, attention_mask).logits, reference, "fp16")

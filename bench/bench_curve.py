@@ -15,11 +15,13 @@ Then the recursive LOO curve on 200 sentences (one run each, no repeats: they ta
 ORT fp32 (its time includes the `rand` baseline curve every run computes) against the straightforward
 version (per sentence per step one batch of its single-token maskings, scoring in padded batches of 32,
 no de-duplication or caching). The curves and the masked inputs at every step must be identical. Also the
-same curve on the ORT int8 export: its LOO RACU beside fp32's (int8 is another model).
+same curve on the ORT int8 export: its LOO RACU beside fp32's (int8 is another model); on a CPU with
+native bf16, the same curve in bf16 (OpenVINO, as `--precision bf16` runs it): its time and RACU.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import tempfile
 import time
 from dataclasses import dataclass
@@ -51,6 +53,7 @@ from fmm_fast.evaluate import ErasureRun, EvaluationSettings, erase_top
 from fmm_fast.masking import masked_count
 from fmm_fast.metrics import accuracy
 from fmm_fast.models import SequenceClassifier
+from fmm_fast.precision import cpu_has_native_bf16
 from fmm_fast.stats import RATIOS
 from fmm_fast.types import EncodedSplit, load_ragged, pad_batch
 
@@ -208,7 +211,8 @@ def _timing(result: dict, name: str, target_sentences: int) -> dict:
 
 
 def loo_curve_comparison(bench_model: BenchModel, split: EncodedSplit, device: str) -> dict:
-    """fmm-fast's recursive LOO curve (ORT fp32) against the straightforward one; then int8's RACU."""
+    """fmm-fast's recursive LOO curve (ORT fp32) against the straightforward one; then int8's RACU and
+    the bf16 curve's time and RACU."""
     info = bench_model.info
     with tempfile.TemporaryDirectory(prefix="fmm-bench-loo-") as work:
         seconds, result = erasure_curves(
@@ -248,7 +252,36 @@ def loo_curve_comparison(bench_model: BenchModel, split: EncodedSplit, device: s
             "racu_int8_minus_fp32": int8_result["measures"][LOO]["racu"] - comparison["racu_fp32"],
             "int8_curve": int8_result["curves"][LOO][METRIC],
         }
+        comparison |= bf16_loo_curve(bench_model, split, fast_steps, comparison)
     return comparison
+
+
+def bf16_loo_curve(
+    bench_model: BenchModel, split: EncodedSplit, fp32_steps: list[list[np.ndarray]], fp32: dict
+) -> dict:
+    """The same LOO curve with `--precision bf16` (OpenVINO bf16): its time against the straightforward
+    fp32 loop, its RACU beside fp32's, and how many masked inputs equal fp32's. {} without native bf16 or
+    openvino."""
+    if not cpu_has_native_bf16() or importlib.util.find_spec("openvino") is None:
+        return {}
+    with tempfile.TemporaryDirectory(prefix="fmm-bench-loo-") as work:
+        seconds, result = erasure_curves(
+            bench_model, split, bench_model.openvino_backend("bf16"), [LOO], Path(work), "cpu", True
+        )
+        steps = saved_masked_inputs(Path(work), LOO)
+    same_inputs = sum(
+        int(np.array_equal(a, b))
+        for low, high in zip(steps, fp32_steps, strict=True)
+        for a, b in zip(low, high, strict=True)
+    )
+    return {
+        "bf16_seconds": seconds,
+        "bf16_speedup": fp32["straightforward_seconds"] / seconds,
+        "racu_bf16": result["measures"][LOO]["racu"],
+        "racu_bf16_minus_fp32": result["measures"][LOO]["racu"] - fp32["racu_fp32"],
+        "bf16_masked_inputs_equal_fp32": f"{same_inputs}/{len(split) * len(steps)}",
+        "bf16_curve": result["curves"][LOO][METRIC],
+    }
 
 
 def run(
@@ -328,7 +361,21 @@ def print_loo_curve(comparison: dict) -> None:
                 ratio_text(comparison["straightforward_seconds"] / comparison["int8_seconds"]),
             ]
         )
+    if "bf16_seconds" in comparison:
+        rows.append(
+            [
+                "fmm-fast ErasureRun, OpenVINO bf16 (--precision bf16)",
+                f"{comparison['bf16_seconds']:.1f} s",
+                ratio_text(comparison["bf16_speedup"]),
+            ]
+        )
     print_table(["implementation", "time", "speed-up"], rows)
+    if "bf16_seconds" in comparison:
+        print(
+            f"bf16: LOO RACU {comparison['racu_bf16']:.4f} (bf16 − fp32 = "
+            f"{comparison['racu_bf16_minus_fp32']:+.4f}); masked inputs equal to fp32's: "
+            f"{comparison['bf16_masked_inputs_equal_fp32']}"
+        )
     print(
         f"identical curves: {yes_no(comparison['identical_curves'])}; identical masked inputs: "
         f"{comparison['identical_masked_inputs']} (sentence, step) pairs; "

@@ -16,8 +16,9 @@ and on CPU over ORT intra-op threads.
 Timing: per chunk of CHUNK_SENTENCES sentences the rows take turns, --repeat rounds (common.best_of_rounds),
 and a row's time is the sum of its best chunk times: a burst of load from another process on a shared
 machine spoils one run of one chunk, not a whole row; the best runs also have their shapes warm. GFLOP/s
-count useful FLOPs only (common.FLOP_FORMULA, non-padding tokens); the peak is common.matmul_peak_gflops,
-the best of its measurements between chunks.
+count useful FLOPs only (common.FLOP_FORMULA, non-padding tokens); the peak is common.peak_gflops (on CPU
+the best of torch, ONNX Runtime and NumPy matmuls), the best of its measurements between chunks; a share
+above 100% is printed as a bench error (common.share_text), never as a figure.
 """
 
 from __future__ import annotations
@@ -35,12 +36,14 @@ from common import (
     check_device,
     encoder_flops,
     machine_line,
-    matmul_peak_gflops,
     max_abs_difference,
+    peak_gflops,
+    peak_share,
     prepare_model,
     print_table,
     ratio_text,
     rounds,
+    share_text,
     test_sentences,
     write_record,
 )
@@ -99,7 +102,7 @@ def time_in_chunks(
         for name, (took, result) in timed.items():
             seconds[name] += took
             scores[name].extend(result)
-        peak = max(peak, matmul_peak_gflops(device, repeat=3))
+        peak = max(peak, peak_gflops(device, "fp32", repeat=3))
     return {name: (seconds[name], scores[name]) for name in runners}, peak
 
 
@@ -124,7 +127,7 @@ def results_table(
             "rows_per_s": len(lengths) / seconds,
             "tokens_per_s": float(lengths.sum()) / seconds,
             "gflops": flops[index > 0 or not straightforward_first] / seconds / 1e9,
-            "peak_share": flops[index > 0 or not straightforward_first] / seconds / 1e9 / peak,
+            "peak_share": peak_share(flops[index > 0 or not straightforward_first] / seconds / 1e9, peak),
             "speedup": base_seconds / seconds,
             "max_abs_score_diff": max_abs_difference(scores, base_scores),
         }
@@ -134,14 +137,22 @@ def results_table(
 
 def show(results: list[dict], peak: float) -> None:
     print_table(
-        ["", "time", "rows/s", "tokens/s", f"GFLOP/s (% of {peak:.0f})", "speed-up", "max |Δscore|"],
+        [
+            "",
+            "time",
+            "rows/s",
+            "tokens/s",
+            "GFLOP/s (of the fp32 peak)",
+            "speed-up",
+            "max |Δscore|",
+        ],
         [
             [
                 item["name"],
                 f"{item['seconds']:.2f} s",
                 f"{item['rows_per_s']:.0f}",
                 f"{item['tokens_per_s']:.0f}",
-                f"{item['gflops']:.1f} ({100 * item['peak_share']:.0f}%)",
+                share_text(item["gflops"], peak),
                 ratio_text(item["speedup"]),
                 f"{item['max_abs_score_diff']:.1e}",
             ]

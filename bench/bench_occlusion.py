@@ -9,8 +9,11 @@ through a MaskBatchEngine with its default settings, 32 sentences per explain ca
 does) on ONNX Runtime and on PyTorch, against the straightforward PyTorch version (per sentence one batch:
 the sentence and its n single-token maskings, inference_mode) and, when installed, Captum's
 FeatureAblation. Every implementation runs the same rows, so rows/s, tokens/s and useful GFLOP/s (see
-common.FLOP_FORMULA) compare like for like; the peak is a large torch.matmul measured in the same run.
-Scores must agree with the baseline up to float noise (max |Δ| is printed; ORT int8 is another model).
+common.FLOP_FORMULA) compare like for like; the peak is the best large matmul measured in the same run
+(common.matmul_peaks: fp32 the best of torch, ONNX Runtime and NumPy; bf16 of torch and OpenVINO). On a CPU
+with native bf16 the engine also runs in bf16 (OpenVINO on the export, PyTorch autocast), against the bf16
+peak. Scores must agree with the baseline up to float noise (max |Δ| is printed; ORT int8 and the bf16
+rows are other arithmetic: their |Δ| is their rounding).
 
 Beam (beam-sign-10 on sentences with 10–20 explained tokens): fmm-fast's lock-step beam on ORT against
 `beam_search_reference` with one PyTorch forward per child (no batching, pairwise duplicate checks). The
@@ -35,12 +38,14 @@ from common import (
     encoder_flops,
     explained_counts,
     machine_line,
-    matmul_peak_gflops,
+    matmul_peaks,
     max_abs_difference,
+    peak_share,
     prepare_model,
     print_table,
     ratio_text,
     rounds,
+    share_text,
     straightforward_loo_abs,
     test_sentences,
     write_record,
@@ -55,6 +60,7 @@ from fmm_fast.measures import get_measure
 from fmm_fast.measures.base import ExplainBatch
 from fmm_fast.measures.beam import BeamSearch, beam_forward_bound, beam_search_reference
 from fmm_fast.models import SequenceClassifier
+from fmm_fast.precision import cpu_has_native_bf16
 from fmm_fast.types import EncodedSplit, pad_batch
 
 LOO_MEASURE = "loo-abs"
@@ -81,7 +87,7 @@ class LooImplementation:
     name: str
     run: LooRunner
     peak_gflops: float  # the matmul peak its GFLOP/s are compared with
-    runtime: str  # straightforward | ort | torch | captum
+    runtime: str  # straightforward | ort | torch | openvino | captum
     precision: str = "fp32"
 
 
@@ -152,11 +158,15 @@ def loo_row_lengths(split: EncodedSplit, mask_id: int) -> np.ndarray:
     return np.repeat([len(ids) for ids in split.input_ids], counts).astype(np.int64)
 
 
-def loo_implementations(bench_model: BenchModel, split: EncodedSplit, device: str) -> list[LooImplementation]:
-    """The baseline first (straightforward PyTorch on `device`), then fmm-fast's engines and Captum."""
+def loo_implementations(
+    bench_model: BenchModel, split: EncodedSplit, device: str, peaks: dict[str, float]
+) -> list[LooImplementation]:
+    """The baseline first (straightforward PyTorch on `device`), then fmm-fast's engines and Captum.
+
+    peaks: the best matmul GFLOP/s per precision (fp32; bf16 where the CPU has it; fp16 on CUDA)."""
     mask_id = bench_model.info.mask_id
     model = bench_model.torch_model(device, straightforward=True)
-    peak32 = matmul_peak_gflops(device)
+    peak32 = peaks["fp32"]
     implementations = [
         LooImplementation(
             f"straightforward PyTorch ({device}), per sentence",
@@ -187,6 +197,8 @@ def loo_implementations(bench_model: BenchModel, split: EncodedSplit, device: st
                 "int8",
             )
         )
+        if "bf16" in peaks:
+            implementations += bf16_implementations(bench_model, split, peaks["bf16"])
         if importlib.util.find_spec("captum") is not None:
             implementations.append(
                 LooImplementation(
@@ -198,7 +210,7 @@ def loo_implementations(bench_model: BenchModel, split: EncodedSplit, device: st
             LooImplementation(
                 f"fmm-fast, ORT fp16 ({device}; another model)",
                 engine_loo(bench_model.ort_backend("fp16", device), split),
-                matmul_peak_gflops(device, torch.float16),
+                peaks["fp16"],
                 "ort",
                 "fp16",
             )
@@ -206,10 +218,47 @@ def loo_implementations(bench_model: BenchModel, split: EncodedSplit, device: st
     return implementations
 
 
+def bf16_implementations(
+    bench_model: BenchModel, split: EncodedSplit, peak: float
+) -> list[LooImplementation]:
+    """fmm-fast's LOO as `--precision bf16` runs it on CPU: OpenVINO on the export (when installed), and
+    PyTorch under bf16 autocast."""
+    implementations = []
+    if importlib.util.find_spec("openvino") is not None:
+        implementations.append(
+            LooImplementation(
+                "fmm-fast, OpenVINO bf16 (cpu)",
+                engine_loo(bench_model.openvino_backend("bf16"), split),
+                peak,
+                "openvino",
+                "bf16",
+            )
+        )
+    implementations.append(
+        LooImplementation(
+            "fmm-fast, PyTorch bf16 autocast (cpu)",
+            engine_loo(bench_model.torch_backend("cpu", "bf16"), split),
+            peak,
+            "torch",
+            "bf16",
+        )
+    )
+    return implementations
+
+
+def measured_peaks(device: str) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """(best GFLOP/s per precision, every kernel's GFLOP/s per precision) for `device`'s precisions."""
+    precisions = ("fp32", "fp16") if device == "cuda" else ("fp32", "bf16")
+    kernels = {precision: matmul_peaks(device, precision) for precision in precisions}
+    kernels = {precision: found for precision, found in kernels.items() if found}
+    return {precision: max(found.values()) for precision, found in kernels.items()}, kernels
+
+
 def run_loo(bench_model: BenchModel, split: EncodedSplit, device: str, repeat: int) -> dict:
     """Time every LOO implementation (best of `repeat` interleaved rounds) on `split`; the first is the
     baseline of the ratios and of max |Δscore|."""
-    implementations = loo_implementations(bench_model, split, device)
+    peaks, kernels = measured_peaks(device)
+    implementations = loo_implementations(bench_model, split, device, peaks)
     timed = best_of_rounds({item.name: item.run for item in implementations}, repeat)
     lengths = loo_row_lengths(split, bench_model.info.mask_id)
     # fmm-fast's engines run the first-token last layer: fewer FLOPs for the same logits
@@ -218,7 +267,7 @@ def run_loo(bench_model: BenchModel, split: EncodedSplit, device: str, repeat: i
     rows = []
     for item in implementations:
         seconds, scores = timed[item.name]
-        item_flops = flops[item.runtime in ("ort", "torch")]
+        item_flops = flops[item.runtime in ("ort", "torch", "openvino")]
         rows.append(
             {
                 "name": item.name,
@@ -231,7 +280,7 @@ def run_loo(bench_model: BenchModel, split: EncodedSplit, device: str, repeat: i
                 "gflop": item_flops / 1e9,
                 "gflops": item_flops / seconds / 1e9,
                 "peak_gflops": item.peak_gflops,
-                "peak_share": item_flops / seconds / 1e9 / item.peak_gflops,
+                "peak_share": peak_share(item_flops / seconds / 1e9, item.peak_gflops),  # None: bench error
                 "speedup": base_seconds / seconds,
                 "max_abs_score_diff": max_abs_difference(scores, base_scores),
             }
@@ -243,6 +292,8 @@ def run_loo(bench_model: BenchModel, split: EncodedSplit, device: str, repeat: i
         "tokens": int(lengths.sum()),
         "useful_gflop": flops[False] / 1e9,  # of the full model; each row has its own "gflop"
         "repeat": repeat,
+        "peaks": peaks,
+        "peak_kernels": kernels,
         "captum": "installed" if importlib.util.find_spec("captum") else "not installed",
         "implementations": rows,
         "goal_speedup": GOALS["loo"],
@@ -262,7 +313,7 @@ def print_loo(result: dict) -> None:
             f"{item['explanations_per_s']:.1f}",
             f"{item['rows_per_s']:.0f}",
             f"{item['tokens_per_s']:.0f}",
-            f"{item['gflops']:.1f} ({100 * item['peak_share']:.0f}% of {item['peak_gflops']:.0f})",
+            share_text(item["gflops"], item["peak_gflops"]),
             ratio_text(item["speedup"]),
             f"{item['max_abs_score_diff']:.1e}",
         ]
@@ -318,16 +369,11 @@ def run_beam(
     bench_model: BenchModel, subset: EncodedSplit, device: str, reference_count: int, repeat: int
 ) -> dict:
     """fmm-fast's beam (ORT fp32 on `device`, all sentences in one lock-step call) against the reference
-    with per-child PyTorch forwards on its first `reference_count` sentences."""
+    with per-child PyTorch forwards on its first `reference_count` sentences; on a CPU with native bf16
+    also fmm-fast's beam on OpenVINO bf16 (result["bf16"], against the same fp32 reference)."""
     info = bench_model.info
     batch = explain_batch(subset, info.pad_id)
-    backend = bench_model.ort_backend("fp32", device)
-
-    def fast() -> tuple[np.ndarray, BeamSearch, MaskBatchEngine]:
-        measure, engine = BeamSearch(BEAM_SIZE), MaskBatchEngine(backend)
-        return measure.explain(batch, engine), measure, engine
-
-    seconds, (scores, measure, engine) = best_of_rounds({"fast": fast}, repeat)["fast"]
+    seconds, (scores, measure, engine) = time_beam(bench_model.ort_backend("fp32", device), batch, repeat)
     stats = measure.last_stats
     assert stats is not None
 
@@ -369,6 +415,44 @@ def run_beam(
         "bookkeeping_share": stats.bookkeeping_seconds / seconds,
         "goal_bookkeeping_share": GOALS["beam_bookkeeping_share"],
         "outside_model_share": 1 - engine.stats.model_seconds / seconds,
+    } | bf16_beam(bench_model, batch, device, scores, reference_scaled, repeat)
+
+
+def time_beam(
+    backend: Backend, batch: ExplainBatch, repeat: int
+) -> tuple[float, tuple[np.ndarray, BeamSearch, MaskBatchEngine]]:
+    """Best seconds of fmm-fast's lock-step beam over `batch` on `backend`, and that round's
+    (scores, measure, engine)."""
+
+    def fast() -> tuple[np.ndarray, BeamSearch, MaskBatchEngine]:
+        measure, engine = BeamSearch(BEAM_SIZE), MaskBatchEngine(backend)
+        return measure.explain(batch, engine), measure, engine
+
+    return best_of_rounds({"fast": fast}, repeat)["fast"]
+
+
+def bf16_beam(
+    bench_model: BenchModel,
+    batch: ExplainBatch,
+    device: str,
+    fp32_scores: np.ndarray,
+    reference_seconds: float,
+    repeat: int,
+) -> dict:
+    """{"bf16": ...}: the beam on OpenVINO bf16 against the fp32 reference's (scaled) time, and the share
+    of sentences whose removal order equals fp32's; {} off CPU or without native bf16 and openvino."""
+    if device != "cpu" or not cpu_has_native_bf16() or importlib.util.find_spec("openvino") is None:
+        return {}
+    seconds, (scores, _, _) = time_beam(bench_model.openvino_backend("bf16"), batch, repeat)
+    same = [bool(np.array_equal(a, b)) for a, b in zip(scores, fp32_scores, strict=True)]
+    return {
+        "bf16": {
+            "backend": "OpenVINO bf16",
+            "seconds": seconds,
+            "explanations_per_s": len(scores) / seconds,
+            "speedup": reference_seconds / seconds,
+            "identical_orders_vs_fp32": f"{sum(same)}/{len(same)}",
+        }
     }
 
 
@@ -397,6 +481,20 @@ def print_beam(result: dict) -> None:
                 ratio_text(result["speedup"]),
                 f"≥ {result['goal_speedup']:.0f}×",
             ],
+            *(
+                [
+                    [
+                        f"fmm-fast, lock-step beam, {result['bf16']['backend']} (cpu)",
+                        f"{result['bf16']['seconds']:.2f} s",
+                        f"{result['bf16']['explanations_per_s']:.2f}",
+                        ratio_text(result["bf16"]["speedup"]),
+                        f"≥ {result['goal_speedup']:.0f}×; orders = fp32's: "
+                        f"{result['bf16']['identical_orders_vs_fp32']}",
+                    ]
+                ]
+                if "bf16" in result
+                else []
+            ),
         ],
     )
     print(

@@ -1,5 +1,6 @@
 """Shared pieces of the benchmarks: the model and its exports, the sentences, timing, FLOPs and the
-large-matmul peak, the straightforward LOO baseline, tables and JSON.
+large-matmul peaks (the best of several kernels, and the guard that no share of them exceeds 100%), the
+straightforward LOO baseline, the machine (CPU model, ISA, torch's BLAS), tables and JSON.
 
 Every bench times fmm-fast against a straightforward baseline measured in the same run and reports the
 ratio; nothing asserts a speed. The machine may be shared, so each timing is the best of a few interleaved
@@ -13,9 +14,13 @@ as a checkpoint. Its ONNX exports (fp32, int8, fp16) are written next to it on f
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import math
 import os
 import platform
+import re
 import socket
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -29,10 +34,12 @@ import torch
 from tokenizers import Tokenizer
 
 from fmm_fast.backends.onnx_backend import PROVIDERS, OnnxBackend, physical_cores
+from fmm_fast.backends.openvino_backend import OpenVinoBackend
 from fmm_fast.backends.torch_backend import TorchBackend
 from fmm_fast.data import load_dataset
 from fmm_fast.export import export_onnx
 from fmm_fast.models import INFO_FILE, SequenceClassifier, load_checkpoint, load_pretrained, save_checkpoint
+from fmm_fast.precision import CPUINFO, cpu_flags, cpu_has_native_bf16
 from fmm_fast.runrecord import versions, write_json
 from fmm_fast.tokenization import encode_split
 from fmm_fast.types import EncodedSplit, ModelInfo
@@ -53,6 +60,10 @@ FLOP_FORMULA = (
 )
 # Square matmul sizes for the peak: large enough to reach the BLAS / tensor-core plateau on each device.
 PEAK_SIZES = {"cpu": 2048, "cuda": 8192}
+TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+OPENVINO_HINTS = {"fp32": "f32", "bf16": "bf16"}
+# The ISA extensions that decide matmul speed, as named in /proc/cpuinfo's flags
+ISA_FLAGS = {"AVX2": "avx2", "AVX-512": "avx512f", "AVX512_BF16": "avx512_bf16", "AMX": "amx_tile"}
 
 T = TypeVar("T")
 
@@ -82,8 +93,13 @@ class BenchModel:
             self._torch_models[key] = model.to(device).eval()
         return self._torch_models[key]
 
-    def torch_backend(self, device: str = "cpu") -> TorchBackend:
-        return TorchBackend(self.torch_model(device), self.info, device=device)
+    def torch_backend(self, device: str = "cpu", precision: str = "fp32") -> TorchBackend:
+        """fmm-fast's PyTorch backend; precision bf16 / fp16 runs it under autocast."""
+        return TorchBackend(self.torch_model(device), self.info, device=device, precision=precision)
+
+    def openvino_backend(self, precision: str = "bf16") -> OpenVinoBackend:
+        """OpenVINO on the fp32 export, at `precision` (what `--precision bf16` runs for an .onnx model)."""
+        return OpenVinoBackend(self.onnx_path("fp32"), precision=precision)
 
     def onnx_path(self, precision: str = "fp32") -> Path:
         """The ONNX export at `precision` (fp32 | int8 | fp16), exported now if missing or older than the
@@ -201,7 +217,7 @@ def encoder_flops(lengths: np.ndarray, shape: tuple[int, int, int], first_token_
     return float((lengths * (layers - 1) * per_token + last_layer).sum())
 
 
-def matmul_peak_gflops(device: str = "cpu", dtype: torch.dtype = torch.float32, repeat: int = 5) -> float:
+def torch_matmul_gflops(device: str = "cpu", dtype: torch.dtype = torch.float32, repeat: int = 5) -> float:
     """Best GFLOP/s of one large square torch.matmul on `device` (torch's default threads on CPU)."""
     size = PEAK_SIZES[device]
     a = torch.randn(size, size, device=device, dtype=dtype)
@@ -215,6 +231,147 @@ def matmul_peak_gflops(device: str = "cpu", dtype: torch.dtype = torch.float32, 
         synchronize(device)
         best = min(best, time.perf_counter() - start)
     return 2 * size**3 / best / 1e9
+
+
+def onnxruntime_matmul_gflops(repeat: int = 5) -> float:
+    """Best GFLOP/s of a one-node fp32 MatMul graph on ONNX Runtime's CPU provider (physical-core threads,
+    as OnnxBackend runs)."""
+    import onnx
+    import onnxruntime
+    from onnx import TensorProto, helper
+
+    size = PEAK_SIZES["cpu"]
+    shape = [size, size]
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["a", "b"], ["y"])],
+        "matmul",
+        [helper.make_tensor_value_info(name, TensorProto.FLOAT, shape) for name in ("a", "b")],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = physical_cores()
+    session = onnxruntime.InferenceSession(
+        onnx.shape_inference.infer_shapes(model).SerializeToString(), options, ["CPUExecutionProvider"]
+    )
+    rng = np.random.default_rng(SEED)
+    feeds = {name: rng.standard_normal(shape, dtype=np.float32) for name in ("a", "b")}
+    return 2 * size**3 / _best_seconds(lambda: session.run(None, feeds), repeat) / 1e9
+
+
+def openvino_matmul_gflops(precision: str, repeat: int = 5) -> float:
+    """Best GFLOP/s of a one-node MatMul model on OpenVINO's CPU plugin at `precision` (fp32 | bf16)."""
+    import openvino
+    import openvino.opset13 as ops
+
+    size = PEAK_SIZES["cpu"]
+    a, b = (ops.parameter([size, size], np.float32, name=name) for name in ("a", "b"))
+    model = openvino.Model([ops.matmul(a, b, False, False)], [a, b], "matmul")
+    compiled = openvino.Core().compile_model(
+        model,
+        "CPU",
+        {
+            "INFERENCE_PRECISION_HINT": OPENVINO_HINTS[precision],
+            "INFERENCE_NUM_THREADS": physical_cores(),
+            "NUM_STREAMS": 1,
+        },
+    )
+    rng = np.random.default_rng(SEED)
+    feeds = [rng.standard_normal((size, size), dtype=np.float32) for _ in range(2)]
+    return 2 * size**3 / _best_seconds(lambda: compiled(feeds), repeat) / 1e9
+
+
+# Run in a fresh interpreter: NumPy's OpenBLAS reads its environment when it loads.
+NUMPY_MATMUL_SCRIPT = """
+import sys, time
+import numpy as np
+size, repeat = int(sys.argv[1]), int(sys.argv[2])
+rng = np.random.default_rng(0)
+a, b = (rng.standard_normal((size, size), dtype=np.float32) for _ in range(2))
+a @ b
+best = float("inf")
+for _ in range(repeat):
+    start = time.perf_counter()
+    a @ b
+    best = min(best, time.perf_counter() - start)
+print(2 * size**3 / best / 1e9)
+"""
+# OpenBLAS settings that pin a core type or cache size (set on some machines for other programs): NumPy's
+# peak is measured without them, so OpenBLAS picks its kernels for this CPU.
+OPENBLAS_PINNING = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+
+
+def numpy_matmul_gflops(repeat: int = 5) -> float:
+    """Best GFLOP/s of an fp32 `a @ b` in NumPy (OpenBLAS), in a subprocess without OPENBLAS_PINNING."""
+    environment = {key: value for key, value in os.environ.items() if key not in OPENBLAS_PINNING}
+    output = subprocess.run(
+        [sys.executable, "-c", NUMPY_MATMUL_SCRIPT, str(PEAK_SIZES["cpu"]), str(repeat)],
+        env=environment,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return float(output.stdout.strip())
+
+
+def _best_seconds(run: Callable[[], object], repeat: int) -> float:
+    run()  # warm-up
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def matmul_peaks(device: str = "cpu", precision: str = "fp32", repeat: int = 5) -> dict[str, float]:
+    """GFLOP/s of one large square matmul per kernel that runs `precision` on `device`.
+
+    CPU fp32: torch (its BLAS: MKL takes an AVX2 path on AMD CPUs), an ONNX Runtime MatMul graph and NumPy
+    (OpenBLAS). CPU bf16, only where the CPU has native bf16 (else {}): torch and, when installed, OpenVINO.
+    CUDA fp32 / fp16: torch.
+    """
+    if device == "cuda":
+        return {"torch": torch_matmul_gflops(device, TORCH_DTYPES[precision], repeat)}
+    if precision == "fp32":
+        return {
+            "torch": torch_matmul_gflops("cpu", torch.float32, repeat),
+            "onnxruntime": onnxruntime_matmul_gflops(repeat),
+            "numpy": numpy_matmul_gflops(repeat),
+        }
+    if precision != "bf16" or not cpu_has_native_bf16():
+        return {}
+    peaks = {"torch": torch_matmul_gflops("cpu", torch.bfloat16, repeat)}
+    if importlib.util.find_spec("openvino") is not None:
+        peaks["openvino"] = openvino_matmul_gflops("bf16", repeat)
+    return peaks
+
+
+def peak_gflops(device: str = "cpu", precision: str = "fp32", repeat: int = 5) -> float:
+    """The peak a share is taken of: the best kernel of matmul_peaks (NaN where none runs `precision`)."""
+    return max(matmul_peaks(device, precision, repeat).values(), default=float("nan"))
+
+
+def peak_share(gflops: float, peak: float) -> float | None:
+    """gflops as a share of peak, in [0, 1]; None when it is above 1 or there is no peak.
+
+    Useful work cannot outrun the best large matmul measured in the same run: a share above 100% means
+    the peak was measured wrong (too slow a kernel, a disturbed round), a bench error and never a figure.
+    """
+    if not math.isfinite(peak) or peak <= 0:
+        return None
+    share = gflops / peak
+    return share if share <= 1.0 else None
+
+
+def share_text(gflops: float, peak: float) -> str:
+    """'412.0 = 46% of 889', or the bench error in words when peak_share refuses."""
+    share = peak_share(gflops, peak)
+    if share is not None:
+        return f"{gflops:.1f} = {100 * share:.0f}% of {peak:.0f}"
+    if not math.isfinite(peak) or peak <= 0:
+        return f"{gflops:.1f} (no peak measured)"
+    return f"{gflops:.1f}: BENCH ERROR, above the measured peak {peak:.0f} (the peak is wrong)"
 
 
 # ------------------------------------------------------------------------------------------ baselines
@@ -284,10 +441,37 @@ def rounds(args: argparse.Namespace) -> int:
     return args.repeat or (1 if args.quick else 3)
 
 
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo, else what platform says."""
+    try:
+        text = CPUINFO.read_text()
+    except OSError:
+        return platform.processor() or platform.machine()
+    found = re.search(r"^model name\s*:\s*(.+)$", text, re.MULTILINE)
+    return found.group(1).strip() if found else platform.machine()
+
+
+def isa_extensions() -> list[str]:
+    """Those of ISA_FLAGS the CPU has."""
+    flags = cpu_flags()
+    return [name for name, flag in ISA_FLAGS.items() if flag in flags]
+
+
+def torch_blas() -> str:
+    """The BLAS torch was built with (torch.__config__'s BLAS_INFO, e.g. mkl), and its CPU capability."""
+    config = torch.__config__.show()
+    blas = re.search(r"BLAS_INFO=(\w+)", config)
+    capability = re.search(r"CPU capability usage: (\w+)", config)
+    return (blas.group(1) if blas else "unknown") + (f" ({capability.group(1)})" if capability else "")
+
+
 def machine_info() -> dict:
     """Where and under what load the figures were taken."""
     return {
         "hostname": socket.gethostname(),
+        "cpu_model": cpu_model(),
+        "isa": isa_extensions(),
+        "torch_blas": torch_blas(),
         "machine": platform.machine(),
         "cpus": os.cpu_count(),
         "physical_cores": physical_cores(),
@@ -301,9 +485,10 @@ def machine_info() -> dict:
 def machine_line() -> str:
     info = machine_info()
     return (
-        f"machine: {info['hostname']} ({info['machine']}), {info['cpus']} CPUs / {info['physical_cores']} "
-        f"physical cores, load average {info['load_average'][0]:.1f}, torch threads {info['torch_threads']}"
-        + (f", GPU {info['cuda']}" if info["cuda"] else "")
+        f"machine: {info['hostname']} ({info['machine']}), {info['cpu_model']} "
+        f"[{', '.join(info['isa']) or 'no AVX2'}], {info['cpus']} CPUs / {info['physical_cores']} physical "
+        f"cores, load average {info['load_average'][0]:.1f}, torch threads {info['torch_threads']}, torch "
+        f"BLAS {info['torch_blas']}" + (f", GPU {info['cuda']}" if info["cuda"] else "")
     )
 
 

@@ -24,9 +24,10 @@ from common import (
     encoder_flops,
     explained_counts,
     machine_line,
-    matmul_peak_gflops,
     max_abs_difference,
+    peak_gflops,
     print_table,
+    share_text,
     synchronize,
     test_sentences,
     write_record,
@@ -79,7 +80,7 @@ def main() -> None:
     )
     split = test_sentences(tokenizer)
     loo_split = split.subset(range(min(args.sentences, len(split))))
-    peak = {"fp32": matmul_peak_gflops(device), "fp16": matmul_peak_gflops(device, torch.float16)}
+    peak = {precision: peak_gflops(device, precision) for precision in ("fp32", "fp16")}
     rows, record = [], {"machine": machine_line(), "checkpoint": str(args.checkpoint), "peak_gflops": peak}
 
     # LOO: straightforward loop vs the engine (fp32, fp16), same GPU; scores checked against the CPU engine
@@ -126,7 +127,7 @@ def main() -> None:
                 f"LOO, engine PyTorch {device} {precision}",
                 f"{len(loo_split) / seconds:.1f} expl/s",
                 f"{engine_flops / seconds / 1e9:.0f} "
-                f"({100 * engine_flops / seconds / 1e9 / peak[precision]:.0f}% of peak)",
+                f"({share_text(engine_flops / seconds / 1e9, peak[precision])})",
                 f"{base_seconds / seconds:.2f}×",
                 f"Δ {difference:.1e} (vs CPU {cpu_difference:.1e})",
             ]

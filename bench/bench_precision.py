@@ -74,7 +74,7 @@ class Sizes:
 
 SIZES = {
     False: Sizes(200, 50, 2000, None, 2, "minilm"),
-    True: Sizes(4, 2, 120, 20, 1, TINY_ROBERTA),
+    True: Sizes(4, 2, 300, 20, 1, TINY_ROBERTA),  # MaSF calibrates on ≥ 20 validation examples
 }
 
 

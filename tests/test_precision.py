@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from fmm_fast import precision as precision_module
-from fmm_fast.api import explain
+from fmm_fast.api import as_engine, explain, explain_texts
 from fmm_fast.backends.onnx_backend import OnnxBackend
 from fmm_fast.backends.openvino_backend import OpenVinoBackend
 from fmm_fast.backends.torch_backend import TorchBackend
@@ -189,3 +189,12 @@ def test_auto_on_cuda_runs_fp16_autocast(tiny_babi) -> None:
     input_ids, attention_mask = rows_of(loaded)
     reference = load_model(checkpoint, device="cuda").backend.forward(input_ids, attention_mask).logits
     assert_close_but_reduced(loaded.backend.forward(input_ids, attention_mask).logits, reference, "fp16")
+
+
+@needs_openvino
+def test_api_precision_reaches_the_backend(tiny_babi) -> None:
+    _, onnx_path, _ = tiny_babi
+    assert isinstance(as_engine(onnx_path, precision="bf16").backend, OpenVinoBackend)
+    assert isinstance(as_engine(str(onnx_path)).backend, OnnxBackend)  # fp32 stays the default
+    explanations = explain_texts(onnx_path, ["Mary went to the kitchen."], precision="bf16")
+    assert len(explanations[0].scores) == len(explanations[0].tokens)

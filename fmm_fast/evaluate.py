@@ -156,8 +156,8 @@ class ErasureRun:
         state = json.loads(path.read_text())
         if state.get("fingerprint") != self.settings.fingerprint():
             raise UserError(
-                f"'{self.out_dir}' holds a run with other arguments (model, dataset, split, seed or limit); "
-                "use a new --out to start a new run"
+                f"'{self.out_dir}' holds a run with other arguments (model, dataset, split, seed, limit or "
+                "precision); use a new --out to start a new run"
             )
         return state
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from fmm_fast.backends.torch_backend import TorchBackend
 from fmm_fast.cli import main
 from fmm_fast.engine import MaskBatchEngine
 from fmm_fast.errors import UserError
+from fmm_fast.evaluate import EvaluationSettings
 from fmm_fast.loading import gradient_backend, load_model
 from fmm_fast.precision import resolve_precision
 from fmm_fast.types import pad_batch
@@ -198,3 +200,9 @@ def test_api_precision_reaches_the_backend(tiny_babi) -> None:
     assert isinstance(as_engine(str(onnx_path)).backend, OnnxBackend)  # fp32 stays the default
     explanations = explain_texts(onnx_path, ["Mary went to the kitchen."], precision="bf16")
     assert len(explanations[0].scores) == len(explanations[0].tokens)
+
+
+def test_an_evaluation_resumes_only_in_its_own_precision() -> None:
+    fp32 = EvaluationSettings("model.onnx", "babi-1", "test", 0, None, ["loo-abs"])
+    assert replace(fp32, precision="bf16").fingerprint() != fp32.fingerprint()
+    assert replace(fp32, measures=["grad-l2"]).fingerprint() == fp32.fingerprint()

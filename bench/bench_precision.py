@@ -27,6 +27,7 @@ examples, only to check that it runs; its figures mean nothing.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from dataclasses import dataclass, replace
@@ -251,24 +252,31 @@ def study(
 
 # ---------------------------------------------------------------------------------------------- output
 def decide(studies: list[dict]) -> dict:
-    """Issue 14's rule: auto the default only if every |ΔRACU| ×100 ≤ 1 and every agreement ≥ 99.5%."""
-    worst_racu = max(row["abs_delta_racu_x100"] for s in studies for row in s["measures"])
+    """Issue 14's rule: auto the default only if every |ΔRACU| ×100 ≤ 1 and every agreement ≥ 99.5%.
+
+    An undefined RACU (NaN: rand's curve is flat, e.g. an untrained model) cannot pass the rule."""
+    deltas = [row["abs_delta_racu_x100"] for s in studies for row in s["measures"]]
+    undefined = sum(not math.isfinite(delta) for delta in deltas)
+    worst_racu = max((delta for delta in deltas if math.isfinite(delta)), default=float("nan"))
     worst_agreement = min(share for s in studies for share in s["agreement"].values())
-    met = worst_racu <= RULE["max_abs_delta_racu_x100"] and worst_agreement >= RULE["min_agreement"]
+    met = (
+        not undefined
+        and worst_racu <= RULE["max_abs_delta_racu_x100"]
+        and worst_agreement >= RULE["min_agreement"]
+    )
+    figures = (
+        f"worst |ΔRACU|×100 {worst_racu:.2f} (limit {RULE['max_abs_delta_racu_x100']:g}"
+        + (f"; {undefined} undefined" if undefined else "")
+        + f"), worst agreement {100 * worst_agreement:.2f}% (limit {100 * RULE['min_agreement']:g}%)"
+    )
     return {
         "rule": RULE,
         "max_abs_delta_racu_x100": worst_racu,
+        "undefined_racu": undefined,
         "min_agreement": worst_agreement,
         "auto_becomes_default": met,
-        "verdict": (
-            f"auto can become the default: every |ΔRACU|×100 ≤ {RULE['max_abs_delta_racu_x100']:g} "
-            f"(worst {worst_racu:.2f}) and every agreement ≥ {100 * RULE['min_agreement']:g}% "
-            f"(worst {100 * worst_agreement:.2f}%)"
-            if met
-            else f"fp32 stays the default, bf16 opt-in: worst |ΔRACU|×100 {worst_racu:.2f} (limit "
-            f"{RULE['max_abs_delta_racu_x100']:g}), worst agreement {100 * worst_agreement:.2f}% (limit "
-            f"{100 * RULE['min_agreement']:g}%)"
-        ),
+        "verdict": ("auto can become the default: " if met else "fp32 stays the default, bf16 opt-in: ")
+        + figures,
     }
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import typer
@@ -57,7 +56,7 @@ def explain(
     get_measure(measure)
     ensure_writable(out.parent if str(out.parent) else Path("."))
     loaded = load_model(model, device=device, provider=device, precision=precision)
-    print(f"model {model} on {loaded.backend.name}", file=sys.stderr)
+    print(f"model {model} on {loaded.backend.name}")
     data = DataOptions(dataset, split, limit, size, test_size, text_field, pair_field, label_field)
     _, encoded = open_split(loaded, data)
     with progress_bar(len(encoded), measure) as bar:

@@ -95,7 +95,7 @@ def masf(
     results = {}
     for path in model:
         loaded = load_model(path, device=device, provider=device, precision=precision)
-        print(f"model {path} on {loaded.backend.name}", file=sys.stderr)
+        print(f"model {path} on {loaded.backend.name}")
         name = f"{loaded.info.strategy} ({path.name})"
         with nullcontext() if quiet else progress_bar(len(RATIOS) + 1, name, unit="set") as bar:
             by_method = run_masf(loaded, data, seed, masked_dir, token_budget, bar, methods, calibration_seed)

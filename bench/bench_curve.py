@@ -49,11 +49,13 @@ from common import (
 from fmm_fast.backends.base import Backend
 from fmm_fast.data.registry import DATASETS
 from fmm_fast.engine import MaskBatchEngine
-from fmm_fast.evaluate import ErasureRun, EvaluationSettings, erase_top
+from fmm_fast.evaluate import ErasureRun, erase_top
 from fmm_fast.masking import masked_count
 from fmm_fast.metrics import accuracy
 from fmm_fast.models import SequenceClassifier
+from fmm_fast.pipeline import DataOptions
 from fmm_fast.precision import cpu_has_native_bf16
+from fmm_fast.settings import EvaluationSettings
 from fmm_fast.stats import RATIOS
 from fmm_fast.types import EncodedSplit, load_ragged, pad_batch
 
@@ -96,11 +98,9 @@ def erasure_curves(
     """
     settings = EvaluationSettings(
         model=str(bench_model.checkpoint),
-        dataset=DATASET,
-        split="test",
+        data=DataOptions(DATASET, "test", limit=len(split)),
+        measures=tuple(measures),
         seed=SEED,
-        limit=len(split),
-        measures=measures,
         save_masked=save_masked,
     )
     erasure = ErasureRun(

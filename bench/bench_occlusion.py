@@ -54,18 +54,19 @@ from common import (
 
 from fmm_fast.backends.base import Backend
 from fmm_fast.engine import MaskBatchEngine
-from fmm_fast.evaluate import EvaluationSettings, explain_split
+from fmm_fast.evaluate import explain_split
 from fmm_fast.masking import pad_flags
 from fmm_fast.measures import get_measure
 from fmm_fast.measures.base import ExplainBatch
 from fmm_fast.measures.beam import BeamSearch, beam_forward_bound, beam_search_reference
 from fmm_fast.models import SequenceClassifier
 from fmm_fast.precision import cpu_has_native_bf16
+from fmm_fast.settings import DEFAULT_EXPLAIN_BATCH_ROWS
 from fmm_fast.types import EncodedSplit, pad_batch
 
 LOO_MEASURE = "loo-abs"
 BEAM_SIZE = 10
-EXPLAIN_BATCH_ROWS = EvaluationSettings.explain_batch_rows  # what `fmm-fast evaluate` uses
+EXPLAIN_BATCH_ROWS = DEFAULT_EXPLAIN_BATCH_ROWS  # what `fmm-fast evaluate` uses
 GOALS = {"loo": 3.0, "beam": 10.0, "beam_bookkeeping_share": 0.15}
 
 

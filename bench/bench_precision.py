@@ -38,10 +38,11 @@ import numpy as np
 from common import RESULTS_DIR, machine_info, machine_line
 from scipy.stats import spearmanr
 
+from fmm_fast.backends.options import BackendOptions
 from fmm_fast.data.base import TextDataset
 from fmm_fast.demo import pretrained_minilm
 from fmm_fast.engine import MaskBatchEngine
-from fmm_fast.evaluate import BASELINE, ErasureRun, EvaluationSettings, explain_split
+from fmm_fast.evaluate import BASELINE, ErasureRun, explain_split
 from fmm_fast.export import export_onnx
 from fmm_fast.loading import LoadedModel, gradient_backend, load_model
 from fmm_fast.masf import CALIBRATION_METHODS, IN_DISTRIBUTION_LEVEL
@@ -52,12 +53,14 @@ from fmm_fast.measures.registry import PAPER_BEAM, measure_names
 from fmm_fast.models import TINY_ROBERTA
 from fmm_fast.pipeline import DataOptions, open_split
 from fmm_fast.precision import cpu_has_native_bf16
-from fmm_fast.runrecord import versions, write_json
+from fmm_fast.runrecord import versions, write_record
+from fmm_fast.settings import EvaluationSettings, MasfSettings, TrainSettings
 from fmm_fast.stats import RATIOS
 from fmm_fast.train import train
 from fmm_fast.types import EncodedSplit, load_ragged
 
 DATASETS = ("movie-snippets", "babi-1")
+CPU = BackendOptions(device="cpu", provider="cpu")  # the fidelity report compares precisions on the CPU
 PRECISIONS = ("fp32", "bf16")
 AGREEMENT_RATIOS = (0.0, 0.5, 1.0)
 CURVE_MEASURES = [m for m in measure_names() if m not in (BASELINE, PAPER_BEAM)]  # rand always runs
@@ -98,17 +101,16 @@ def prepare(
             print(
                 f"training a masked {sizes.base} on {dataset} ({sizes.train_size} examples)", file=sys.stderr
             )
-            train(
-                dataset,
+            settings = TrainSettings(
+                data,
                 base,
                 "masked",
                 SEED,
                 sizes.epochs,
-                checkpoint.parent,
-                size=data.size,
-                test_size=data.test_size,
                 lr=5e-5 if sizes.base == "minilm" else 1e-3,
+                backend=CPU,
             )
+            train(settings, checkpoint.parent)
     onnx_path = out / "models" / dataset / "model.onnx"
     if not onnx_path.is_file() or onnx_path.stat().st_mtime < checkpoint.stat().st_mtime:
         onnx_path.parent.mkdir(parents=True, exist_ok=True)
@@ -138,21 +140,19 @@ def erasure(
     """Recursive-erasure curves of `measures` (rand first) with every step's masked inputs saved."""
     settings = EvaluationSettings(
         str(loaded.path),
-        dataset.name,
-        "test",
+        DataOptions(dataset.name, "test", len(split)),
+        tuple(measures),
         SEED,
-        len(split),
-        measures,
         save_masked=True,
-        precision=loaded.precision.used,
+        backend=replace(CPU, precision=loaded.precision.requested),
     )
     run = ErasureRun(
-        settings,
+        settings.ran_in(loaded.precision.used),
         split,
         MaskBatchEngine(loaded.backend),
         out,
         dataset.metric,
-        gradient_engine=lambda: MaskBatchEngine(gradient_backend(loaded, "cpu")),
+        gradient_engine=lambda: MaskBatchEngine(gradient_backend(loaded, CPU)),
     )
     return run.run()
 
@@ -174,7 +174,7 @@ def score_correlation(models: dict[str, LoadedModel], split: EncodedSplit, measu
     scores = {}
     for name, loaded in models.items():
         chosen = get_measure(measure, seed=SEED)
-        backend = gradient_backend(loaded, "cpu") if chosen.needs_gradients else loaded.backend
+        backend = gradient_backend(loaded, CPU) if chosen.needs_gradients else loaded.backend
         scores[name] = explain_split(chosen, MaskBatchEngine(backend), split.input_ids, split, 32)
     correlations = []
     for high, low, explained in zip(scores["fp32"], scores["bf16"], split.explained, strict=True):
@@ -189,7 +189,10 @@ def masf_shift(models: dict[str, LoadedModel], data: DataOptions, limit: int) ->
     ratio in both precisions, its shift bf16 − fp32, and whether the in-distribution verdicts agree."""
     simes = {}
     for name, loaded in models.items():
-        by_method = run_masf(loaded, replace(data, limit=limit), SEED, calibrations=CALIBRATION_METHODS)
+        by_method = run_masf(
+            loaded,
+            MasfSettings((loaded.path,), replace(data, limit=limit), SEED, calibrations=CALIBRATION_METHODS),
+        )
         simes[name] = {
             method: {f"{s['ratio']:.1f}": s["simes"] for s in result["per_ratio"]}
             for method, result in by_method.items()
@@ -218,7 +221,7 @@ def study(
 ) -> dict:
     """Every figure of one dataset (see the module docstring)."""
     onnx_path, data = prepare(dataset, checkpoint, out, sizes, data_sizes)
-    models = {name: load_model(onnx_path, provider="cpu", precision=name) for name in PRECISIONS}
+    models = {name: load_model(onnx_path, replace(CPU, precision=name)) for name in PRECISIONS}
     text_dataset, split = open_split(models["fp32"], replace(data, limit=sizes.sentences))
     beam_split = split.subset(range(min(sizes.beam_sentences, len(split))))
     print(f"{dataset}: {len(split)} examples (beam {len(beam_split)}); bf16 on {models['bf16'].backend.name}")
@@ -252,7 +255,7 @@ def study(
         "dataset": dataset,
         "onnx": str(onnx_path),
         "backends": {name: loaded.backend.name for name, loaded in models.items()},
-        "gradient_backends": {name: gradient_backend(loaded, "cpu").name for name, loaded in models.items()},
+        "gradient_backends": {name: gradient_backend(loaded, CPU).name for name, loaded in models.items()},
         "sentences": len(split),
         "beam_sentences": len(beam_split),
         "agreement": agreement(models, split),
@@ -377,7 +380,7 @@ def main() -> None:
         "decision": decide(studies),
         "versions": versions(),
     }
-    write_json(out / "precision.json", record)
+    write_record(out / "precision.json", record)
     (out / "precision.md").write_text(markdown(record))
     print(markdown(record))
     print(f"wrote {out / 'precision.json'}, {out / 'precision.md'}")

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
+from fmm_fast import runrecord
 from fmm_fast.backends.onnx_backend import PROVIDERS, OnnxBackend, physical_cores
 from fmm_fast.backends.openvino_backend import OpenVinoBackend
 from fmm_fast.backends.torch_backend import TorchBackend
@@ -40,7 +41,7 @@ from fmm_fast.data import load_dataset
 from fmm_fast.export import export_onnx
 from fmm_fast.models import INFO_FILE, SequenceClassifier, load_checkpoint, load_pretrained, save_checkpoint
 from fmm_fast.precision import CPUINFO, cpu_flags, cpu_has_native_bf16
-from fmm_fast.runrecord import versions, write_json
+from fmm_fast.runrecord import versions
 from fmm_fast.tokenization import encode_split
 from fmm_fast.types import EncodedSplit, ModelInfo
 
@@ -495,7 +496,8 @@ def machine_line() -> str:
 def write_record(path: Path, record: dict) -> None:
     """Write `record` with the command line and machine info as indented JSON (creating the folder)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_json(path, {"command": " ".join([sys.executable, *sys.argv]), "machine": machine_info(), **record})
+    command = " ".join([sys.executable, *sys.argv])
+    runrecord.write_record(path, {"command": command, "machine": machine_info(), **record})
     print(f"wrote {path}")
 
 

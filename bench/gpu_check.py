@@ -35,9 +35,11 @@ from common import (
 
 from fmm_fast.backends.torch_backend import TorchBackend
 from fmm_fast.engine import MaskBatchEngine
-from fmm_fast.evaluate import ErasureRun, EvaluationSettings
+from fmm_fast.evaluate import ErasureRun
 from fmm_fast.measures.beam import BeamSearch, beam_forward_bound
 from fmm_fast.models import load_checkpoint
+from fmm_fast.pipeline import DataOptions
+from fmm_fast.settings import EvaluationSettings
 
 PAPER_V100_MINUTES = {"loo curve": 15.0, "beam-10 curve": 22.0}  # SPEC §7, RoBERTa-base, SST2 test (872)
 
@@ -165,7 +167,7 @@ def main() -> None:
     # whole recursive curves on the SST2-sized test set: LOO measured, beam extrapolated per sentence
     curve_split = split.subset(range(min(args.curve_sentences, len(split))))
     with tempfile.TemporaryDirectory() as folder:
-        settings = EvaluationSettings("gpu", "movie-snippets", "test", 0, None, ["loo-abs"])
+        settings = EvaluationSettings("gpu", DataOptions("movie-snippets"), ("loo-abs",))
         engine = MaskBatchEngine(engines["fp32"])
         curve_seconds, result = timed(
             lambda: ErasureRun(settings, curve_split, engine, Path(folder), "accuracy").run(), device

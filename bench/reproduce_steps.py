@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 from collections.abc import Callable
@@ -10,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fmm_fast.cli import main as fmm_fast_main
-from fmm_fast.runrecord import Stopwatch, write_json
+from fmm_fast.runrecord import Stopwatch, read_record, write_record
 
 
 @dataclass
@@ -63,24 +62,19 @@ def fmm_fast_command(argv: list[str]) -> Callable[[], None]:
     return run
 
 
-def read_json(path: Path) -> dict:
-    """A JSON record a step wrote (run.json, masf.json, steps.json, ...)."""
-    return json.loads(path.read_text())
-
-
 class Timings:
     """Wall time of every step, kept across resumed runs in steps.json."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.steps: dict[str, dict] = read_json(path)["steps"] if path.is_file() else {}
+        self.steps: dict[str, dict] = read_record(path)["steps"] if path.is_file() else {}
 
     def record(self, step: Step, seconds: float | None, status: str) -> None:
         earlier = self.steps.get(step.name, {})
         if seconds is None:  # reused: keep the time it took when it ran
             seconds = earlier.get("seconds")
         self.steps[step.name] = {"command": step.command, "seconds": seconds, "status": status}
-        write_json(self.path, {"steps": self.steps})
+        write_record(self.path, {"steps": self.steps})
 
 
 def run_steps(steps: list[Step], timings: Timings) -> None:

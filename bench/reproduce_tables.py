@@ -11,7 +11,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from reproduce_plan import MASF_CALIBRATIONS, MASF_STRATEGIES, MINILM, DatasetPlan, Scale, Study
-from reproduce_steps import Step, Timings, read_json
+from reproduce_steps import Step, Timings
 
 from fmm_fast.masf import IN_DISTRIBUTION_LEVEL
 from fmm_fast.measures.registry import PAPER_BEAM
@@ -19,6 +19,7 @@ from fmm_fast.report.aggregate import Estimate
 from fmm_fast.report.load import load_result
 from fmm_fast.report.order import CANONICAL_STRATEGIES
 from fmm_fast.report.tables import markdown_table
+from fmm_fast.runrecord import read_record
 from fmm_fast.stats import converged
 from fmm_fast.train import RATIOS as TRAIN_RATIOS
 from fmm_fast.train import ratio_key
@@ -38,9 +39,8 @@ def performance_table(study: Study) -> str:
     rows = []
     for plan in study.scale.datasets:
         for strategy in CANONICAL_STRATEGIES:
-            records = [
-                read_json(study.train_dir(plan.dataset, strategy, s) / "run.json") for s in study.scale.seeds
-            ]
+            runs = [study.train_dir(plan.dataset, strategy, s) / "run.json" for s in study.scale.seeds]
+            records = [read_record(path) for path in runs]
             metric = records[0]["dataset"]["metric"]
             at = {key: Estimate.of(r["test"][key][metric] for r in records) for key in TRAIN_RATIO_KEYS}
             majority = statistics.fmean(r["majority_metrics"][metric] for r in records)
@@ -86,7 +86,7 @@ def masf_table(study: Study) -> str:
     were in distribution."""
     rows = []
     for plan in study.scale.datasets:
-        records = [read_json(study.masf_dir(plan.dataset, s) / "masf.json") for s in study.scale.seeds]
+        records = [read_record(study.masf_dir(plan.dataset, s) / "masf.json") for s in study.scale.seeds]
         for strategy in MASF_STRATEGIES:
             for method in MASF_CALIBRATIONS:
                 models = [
@@ -160,7 +160,7 @@ def supporting_table(study: Study) -> str:
         seeds = converged_seeds(study, plan)
         header += [f"{plan.dataset} k={k} (n={len(seeds)})" for k in ks]
         header += [f"token-F1 k={k}" for k in ks] + [f"IOU k={k}" for k in ks] + ["AUPRC"]
-        records = [read_json(study.supporting_file(plan.dataset, s))["measures"] for s in seeds]
+        records = [read_record(study.supporting_file(plan.dataset, s))["measures"] for s in seeds]
         for measure, _ in study.supporting_plan(plan):
             cells[measure] += [_mean_cell([r[measure] for r in records], "overlap", k) for k in ks]
             cells[measure] += _plausibility_cells([r[measure] for r in records], ks)

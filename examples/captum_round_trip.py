@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 from captum.attr import LayerIntegratedGradients
 
+from fmm_fast.backends.options import BackendOptions
 from fmm_fast.cli import main as fmm_fast_main
 from fmm_fast.errors import UserError
 from fmm_fast.loading import load_model
@@ -33,7 +34,7 @@ from fmm_fast.pipeline import DataOptions, open_split
 
 def captum_scores(checkpoint: Path, data: DataOptions, steps: int) -> list[list[float]]:
     """Per example (T,) LayerIntegratedGradients scores of the gold-label logit, summed over E."""
-    loaded = load_model(checkpoint, device="cpu")
+    loaded = load_model(checkpoint, BackendOptions(device="cpu"))
     model = loaded.backend.model  # fmm-fast's SequenceClassifier: (input_ids, attention_mask) -> logits, _
     _, encoded = open_split(loaded, data)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import html
-import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -11,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from fmm_fast.backends.base import Backend
+from fmm_fast.backends.options import BackendOptions
 from fmm_fast.engine import DEFAULT_TOKEN_BUDGET, MaskBatchEngine
 from fmm_fast.errors import UserError
 from fmm_fast.evaluate import explain_split
@@ -18,6 +18,8 @@ from fmm_fast.loading import LoadedModel, gradient_backend, load_model
 from fmm_fast.measures import get_measure
 from fmm_fast.measures.base import ExplainBatch
 from fmm_fast.precision import DEFAULT_PRECISION
+from fmm_fast.runrecord import dumps_record, loads_record
+from fmm_fast.settings import DEFAULT_EXPLAIN_BATCH_ROWS
 from fmm_fast.tokenization import encode_texts
 from fmm_fast.types import EncodedSplit
 
@@ -33,12 +35,12 @@ def as_engine(
     """Wrap whatever the caller has (path, loaded model, backend, engine) in a mask-batch engine.
 
     precision (fp32|bf16|auto, see fmm_fast.precision) applies to a path; a model already loaded keeps its
-    own (`load_model(path, precision=...)`).
+    own (`load_model(path, BackendOptions(precision=...))`).
     """
     if isinstance(model, MaskBatchEngine):
         return model
     if isinstance(model, str | Path):
-        model = load_model(model, precision=precision)
+        model = load_model(model, BackendOptions(precision=precision))
     if isinstance(model, LoadedModel):
         backend = gradient_backend(model) if needs_gradients else model.backend
     else:
@@ -118,7 +120,8 @@ def explain_texts(
     A text that truncates to no explained token gets an all-zero explanation. precision: fp32|bf16|auto
     for a model given by path.
     """
-    loaded = model if isinstance(model, LoadedModel) else load_model(model, precision=precision)
+    backend = BackendOptions(precision=precision)
+    loaded = model if isinstance(model, LoadedModel) else load_model(model, backend)
     if not texts or any(not t.strip() for t in texts):
         raise UserError("every text to explain must be non-empty")
     names = loaded.info.label_names
@@ -133,17 +136,25 @@ def explain_encoded(
     measure: str,
     seed: int = 0,
     explain_predicted: bool = False,
-    batch_rows: int = 32,
+    batch_rows: int = DEFAULT_EXPLAIN_BATCH_ROWS,
+    token_budget: int = DEFAULT_TOKEN_BUDGET,
     on_batch: Callable[[int], None] | None = None,
     **options,
 ) -> list[Explanation]:
-    """Explanations of a tokenized split: scores of the gold label (or of the prediction)."""
+    """Explanations of a tokenized split: scores of the gold label (or of the prediction).
+
+    batch_rows: examples per explain call; token_budget: the engine's; options: the measure's cost knobs.
+    """
     chosen = get_measure(measure, seed=seed, **options)
-    engine = as_engine(loaded)
+    engine = as_engine(loaded, token_budget=token_budget)
     predictions = engine.logits(encoded.input_ids).argmax(axis=1)
     if explain_predicted:
         encoded = replace(encoded, labels=predictions.astype(np.int64))
-    scoring_engine = as_engine(loaded, needs_gradients=True) if chosen.needs_gradients else engine
+    scoring_engine = (
+        as_engine(loaded, needs_gradients=True, token_budget=token_budget)
+        if chosen.needs_gradients
+        else engine
+    )
     scores = explain_split(chosen, scoring_engine, encoded.input_ids, encoded, batch_rows, on_batch)
     names = loaded.info.label_names
     return [
@@ -171,17 +182,19 @@ def _label_index(label: str | int, names: list[str]) -> int:
 
 
 def save_explanations(path: Path, explanations: list[Explanation], extra: list[dict] | None = None) -> None:
-    """One JSON object per line."""
+    """One JSON object per line (non-finite scores follow the run records' NaN policy)."""
     with Path(path).open("w") as handle:
         for i, item in enumerate(explanations):
             record = asdict(item) | (extra[i] if extra else {})
-            handle.write(json.dumps(record) + "\n")
+            handle.write(dumps_record(record, indent=None))
 
 
 def load_explanations(path: Path) -> list[Explanation]:
     fields = set(Explanation.__dataclass_fields__)
     with Path(path).open() as handle:
-        return [Explanation(**{k: v for k, v in json.loads(line).items() if k in fields}) for line in handle]
+        return [
+            Explanation(**{k: v for k, v in loads_record(line).items() if k in fields}) for line in handle
+        ]
 
 
 def write_html(path: Path, explanations: list[Explanation]) -> None:

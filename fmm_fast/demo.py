@@ -13,16 +13,17 @@ from pathlib import Path
 
 from fmm_fast.engine import MaskBatchEngine
 from fmm_fast.errors import UserError
-from fmm_fast.evaluate import EvaluationSettings, evaluate_model
+from fmm_fast.evaluate import evaluate_model
 from fmm_fast.export import export_onnx
 from fmm_fast.loading import load_model
 from fmm_fast.masf import CALIBRATION_METHODS
-from fmm_fast.masf_run import run_masf
+from fmm_fast.masf_run import masf_record, run_masf
 from fmm_fast.measures import get_measure
 from fmm_fast.pipeline import DataOptions, open_split
 from fmm_fast.progress import progress_bar
 from fmm_fast.report.plots import plot_p_values, plot_run_curves
-from fmm_fast.runrecord import versions, write_json
+from fmm_fast.runrecord import versions, write_record
+from fmm_fast.settings import EvaluationSettings, MasfSettings, TrainSettings
 from fmm_fast.stats import RATIOS
 from fmm_fast.train import train
 
@@ -54,9 +55,18 @@ class DemoConfig:
     beam_limit: int = 20  # test sentences for beam search (about 2,000 forward passes each)
     seed: int = 0
 
-    def data(self, limit: int | None) -> DataOptions:
+    def data(self, limit: int | None = None) -> DataOptions:
         """The test split as training saw the dataset (same sizes, data seed 0)."""
         return DataOptions(self.dataset, "test", limit, size=self.train_size, test_size=self.test_size)
+
+    def train_settings(self) -> TrainSettings:
+        return TrainSettings(
+            self.data(),
+            model=self.model or pretrained_minilm(),
+            seed=self.seed,
+            epochs=self.epochs,
+            lr=self.lr,
+        )
 
     @classmethod
     def full(cls) -> DemoConfig:
@@ -76,17 +86,7 @@ def run_demo(out: Path, config: DemoConfig) -> dict:
 
     checkpoint = out / "train" / "model"
     if not checkpoint.is_dir():
-        train(
-            config.dataset,
-            config.model or pretrained_minilm(),
-            "masked",
-            config.seed,
-            config.epochs,
-            out / "train",
-            size=config.train_size,
-            test_size=config.test_size,
-            lr=config.lr,
-        )
+        train(config.train_settings(), out / "train")
     lap("train")
     onnx_path = out / "model.onnx"
     if not onnx_path.is_file():
@@ -99,26 +99,27 @@ def run_demo(out: Path, config: DemoConfig) -> dict:
         ("curves", DEMO_MEASURES, config.eval_limit),
         ("beam", [BEAM_MEASURE], config.beam_limit),
     ]:
-        dataset, encoded = open_split(loaded, config.data(limit))
-        settings = EvaluationSettings(str(onnx_path), config.dataset, "test", config.seed, limit, measures)
+        settings = EvaluationSettings(str(onnx_path), config.data(limit), tuple(measures), config.seed)
+        dataset, encoded = open_split(loaded, settings.data)
         curves[name] = evaluate_model(
-            loaded, encoded, settings, dataset.metric, out / name, engine, progress_factory=progress_bar
+            loaded, dataset, encoded, settings, out / name, engine, progress_factory=progress_bar
         )
         lap(f"evaluate-{name}")
     # Calibrate on the whole validation split (disjoint from train whatever the size): a capped one of a
     # few hundred sentences saturates MaSF's in-sample calibration (MaSFCalibration.p_value_floor). Both
     # calibrations score the same signals: the paper's in-sample one and the valid split one (SPEC §6).
-    masf = run_masf(
-        loaded,
+    masf_settings = MasfSettings(
+        (str(onnx_path),),
         replace(config.data(config.eval_limit), size=None),
         config.seed,
         calibrations=CALIBRATION_METHODS,
     )
-    write_json(
-        out / "masf.json", {m: {k: v for k, v in r.items() if k != "p_values"} for m, r in masf.items()}
-    )
+    masf_clock = time.perf_counter()
+    masf = run_masf(loaded, masf_settings)
+    labelled = {f"masked, {m}": r for m, r in masf.items()}
+    write_record(out / "masf.json", masf_record(masf_settings, labelled, time.perf_counter() - masf_clock))
     plot_p_values(
-        {f"masked, {m}": (RATIOS.tolist(), [s["simes"] for s in r["per_ratio"]]) for m, r in masf.items()},
+        {label: (RATIOS.tolist(), [s["simes"] for s in r["per_ratio"]]) for label, r in labelled.items()},
         out / "masf.png",
     )
     plot_run_curves([out / "curves" / "result.json"], out / "curves.png")
@@ -136,5 +137,5 @@ def run_demo(out: Path, config: DemoConfig) -> dict:
         "masf_calibration": {m: r["calibration"] for m, r in masf.items()},
         "versions": versions(),
     }
-    write_json(out / "demo.json", summary)
+    write_record(out / "demo.json", summary)
     return summary

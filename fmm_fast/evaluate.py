@@ -7,16 +7,14 @@ Every finished (measure, ratio) step is written to `<out>/state/` at once, so a 
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from fmm_fast import __version__
+from fmm_fast.data.base import TextDataset
 from fmm_fast.engine import MaskBatchEngine
 from fmm_fast.errors import UserError
 from fmm_fast.loading import LoadedModel, gradient_backend
@@ -24,7 +22,8 @@ from fmm_fast.masking import masked_count
 from fmm_fast.measures import get_measure
 from fmm_fast.measures.base import ExplainBatch, Measure
 from fmm_fast.metrics import compute_metrics
-from fmm_fast.runrecord import versions, write_json
+from fmm_fast.runrecord import read_record, versions, write_record
+from fmm_fast.settings import EvaluationSettings
 from fmm_fast.stats import RATIOS, acu_racu
 from fmm_fast.types import EncodedSplit, pad_batch, save_ragged
 
@@ -72,34 +71,6 @@ def explain_split(
         if on_batch is not None:
             on_batch(len(rows))
     return scores
-
-
-@dataclass
-class EvaluationSettings:
-    """One evaluation run: the fingerprint (everything but the measure list) decides what may resume."""
-
-    model: str
-    dataset: str
-    split: str
-    seed: int
-    limit: int | None
-    measures: list[str]
-    explain_batch_rows: int = 32
-    save_masked: bool = False
-    extra: dict = field(default_factory=dict)
-    precision: str = "fp32"  # what the forward passes run in (fmm_fast.precision): no mixed-precision curve
-
-    def fingerprint(self) -> str:
-        key = {
-            "model": self.model,
-            "dataset": self.dataset,
-            "split": self.split,
-            "seed": self.seed,
-            "limit": self.limit,
-        }
-        if self.precision != "fp32":  # fp32 runs keep the fingerprints they had, so they still resume
-            key["precision"] = self.precision
-        return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
 
 class ErasureRun:
@@ -153,17 +124,17 @@ class ErasureRun:
         path = self._state_path(measure)
         if not path.is_file():
             return None
-        state = json.loads(path.read_text())
+        state = read_record(path)
         if state.get("fingerprint") != self.settings.fingerprint():
             raise UserError(
-                f"'{self.out_dir}' holds a run with other arguments (model, dataset, split, seed, limit or "
-                "precision); use a new --out to start a new run"
+                f"'{self.out_dir}' holds a run with other arguments (model, data options, seed, measure "
+                "options or precision); use a new --out to start a new run"
             )
         return state
 
     def _save_state(self, measure: str, state: dict) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        write_json(self._state_path(measure), state)
+        write_record(self._state_path(measure), state)
 
     def _engine_for(self, measure: Measure) -> MaskBatchEngine:
         if not measure.needs_gradients:
@@ -199,14 +170,16 @@ class ErasureRun:
                 progress_update(progress, len(self.split))
             else:
                 # a fresh measure per step with a step-derived seed: a resumed run redraws identically
-                measure = get_measure(name, seed=self.settings.seed * 1000 + step)
+                measure = get_measure(
+                    name, seed=self.settings.seed * 1000 + step, **self.settings.measure_options
+                )
                 if measure.recursive or state["fixed_scores"] is None:
                     scores = explain_split(
                         measure,
                         self._engine_for(measure),
                         current,
                         self.split,
-                        self.settings.explain_batch_rows,
+                        self.settings.engine.explain_batch_rows,
                         lambda k: progress_update(progress, k),
                     )
                     if not measure.recursive:
@@ -253,7 +226,7 @@ class ErasureRun:
         started = time.perf_counter()
         shared_path = self.state_dir / "shared.json"
         if shared_path.is_file():
-            shared = json.loads(shared_path.read_text())
+            shared = read_record(shared_path)
             if shared.get("fingerprint") != self.settings.fingerprint():
                 raise UserError(f"'{self.out_dir}' holds a run with other arguments; use a new --out")
         else:
@@ -263,9 +236,16 @@ class ErasureRun:
                 "r1": self._score(self._fully_masked()),
             }
             self.state_dir.mkdir(parents=True, exist_ok=True)
-            write_json(shared_path, shared)
+            write_record(shared_path, shared)
         # canonical names ("beam" → "beam-sign-10"): one state file and one result key per measure
-        names = list(dict.fromkeys([BASELINE, *(get_measure(m).name for m in self.settings.measures)]))
+        names = list(
+            dict.fromkeys(
+                [
+                    BASELINE,
+                    *(get_measure(m, **self.settings.measure_options).name for m in self.settings.measures),
+                ]
+            )
+        )
         states = {name: self.run_measure(name, shared) for name in names}
         return self._result(states, time.perf_counter() - started)
 
@@ -308,25 +288,24 @@ def progress_update(progress, count: int) -> None:
 
 def evaluate_model(
     loaded: LoadedModel,
+    dataset: TextDataset,
     encoded: EncodedSplit,
     settings: EvaluationSettings,
-    metric: str,
     out_dir: Path,
     engine: MaskBatchEngine,
-    device: str = "auto",
-    arguments: dict | None = None,
     progress_factory: Callable[..., object] | None = None,
 ) -> dict:
-    """Curves of one seed for a loaded model; writes and returns out_dir/result.json's record."""
+    """Curves of one seed for a loaded model on `encoded` (settings.data's split of `dataset`); writes and
+    returns out_dir/result.json's record."""
     started = time.perf_counter()
     run = ErasureRun(
-        settings,
+        settings.ran_in(loaded.precision.used),  # a resumed run must have run in the same precision
         encoded,
         engine,
         out_dir,
-        metric,
+        dataset.metric,
         gradient_engine=lambda: MaskBatchEngine(
-            gradient_backend(loaded, device), token_budget=engine.token_budget
+            gradient_backend(loaded, settings.backend), token_budget=engine.token_budget
         ),
         progress_factory=progress_factory,
     )
@@ -334,7 +313,7 @@ def evaluate_model(
     record = {
         "kind": "evaluate",
         "fmm_fast_version": __version__,
-        "arguments": arguments or asdict(settings),
+        "arguments": settings.to_dict(),
         "model": {
             "path": settings.model,
             "strategy": loaded.info.strategy,
@@ -342,13 +321,13 @@ def evaluate_model(
             "backend": loaded.backend.name,
             "precision": loaded.precision.as_dict(),
         },
-        "dataset": settings.dataset,
-        "split": settings.split,
+        "dataset": dataset.name,
+        "split": settings.data.split,
         "seed": settings.seed,
         **result,
         "durations": {"total_seconds": time.perf_counter() - started},
         "engine": engine.stats.as_dict(),
         "versions": versions(),
     }
-    write_json(out_dir / "result.json", record)
+    write_record(out_dir / "result.json", record)
     return record

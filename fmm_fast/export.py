@@ -16,7 +16,6 @@ their report gives prediction agreement instead of refusing.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import tempfile
@@ -32,6 +31,7 @@ from torch import nn
 
 from fmm_fast.errors import UserError
 from fmm_fast.models import SequenceClassifier, load_checkpoint
+from fmm_fast.runrecord import dumps_record
 from fmm_fast.types import ModelInfo, pad_batch, unpad
 
 METADATA_INFO = "fmm_fast.info"
@@ -427,7 +427,7 @@ def _write_with_metadata(
         {
             METADATA_INFO: info.to_json(),
             METADATA_TOKENIZER: tokenizer.to_str(),
-            METADATA_VERIFICATION: json.dumps(report),
+            METADATA_VERIFICATION: dumps_record(report, indent=None),
             METADATA_FORMAT_VERSION: FORMAT_VERSION,
         },
     )

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tokenizers import Tokenizer
 
 from fmm_fast.backends.base import Backend, GradientBackend
+from fmm_fast.backends.options import BackendOptions
 from fmm_fast.errors import UserError
 from fmm_fast.models import is_checkpoint, load_checkpoint
-from fmm_fast.precision import DEFAULT_PRECISION, Precision, resolve_precision
+from fmm_fast.precision import Precision, resolve_precision
 from fmm_fast.types import ModelInfo
 
 
@@ -29,22 +30,20 @@ class LoadedModel:
         return self.backend.info
 
 
-def load_model(
-    path: str | Path, device: str = "auto", provider: str = "auto", precision: str = DEFAULT_PRECISION
-) -> LoadedModel:
-    """A checkpoint directory → PyTorch backend; a `.onnx` file → ONNX Runtime backend (fp32) or OpenVINO
-    (bf16 on CPU).
+def load_model(path: str | Path, options: BackendOptions = BackendOptions()) -> LoadedModel:
+    """A checkpoint directory → PyTorch backend on options.device; a `.onnx` file → ONNX Runtime backend
+    on options.provider (fp32), or OpenVINO (bf16 on CPU).
 
-    device: auto|cpu|cuda for PyTorch; provider: auto|cpu|cuda|tensorrt for ONNX Runtime; precision:
-    fp32|bf16|auto (fmm_fast.precision). A note on what runs instead of the request goes to stderr.
+    options.precision: fp32|bf16|auto (fmm_fast.precision). A note on what runs instead of the request
+    goes to stderr.
     """
     path = Path(path)
     if path.suffix == ".onnx" or (path.is_file() and not is_checkpoint(path)):
         if not path.is_file():
             raise UserError(f"ONNX model '{path}' does not exist; create it with `fmm-fast export`")
-        loaded = _load_onnx(path, provider, precision)
+        loaded = _load_onnx(path, options.provider, options.precision)
     else:
-        loaded = _load_checkpoint(path, device, precision)
+        loaded = _load_checkpoint(path, options.device, options.precision)
     if loaded.precision.note:
         print(f"fmm-fast: note: {loaded.precision.note}", file=sys.stderr)
     return loaded
@@ -67,7 +66,7 @@ def _load_onnx(path: Path, provider: str, precision: str) -> LoadedModel:
         if on_cuda and provider != "auto":
             raise UserError(
                 f"--precision bf16 for an ONNX model runs on the CPU (OpenVINO), not on {provider}; "
-                "use --device cpu, or a checkpoint directory for bf16 on the GPU"
+                "use --provider cpu, or a checkpoint directory for bf16 on the GPU"
             )
         backend = _openvino_backend(path, chosen)
         if backend is not None:
@@ -131,14 +130,14 @@ def _load_checkpoint(path: Path, device: str, precision: str) -> LoadedModel:
     return LoadedModel(backend, tokenizer, str(path), chosen)
 
 
-def gradient_backend(loaded: LoadedModel, device: str = "auto") -> GradientBackend:
+def gradient_backend(loaded: LoadedModel, options: BackendOptions = BackendOptions()) -> GradientBackend:
     """The backend gradient measures run on: the model itself, or the checkpoint an ONNX file came from
-    (in the loaded model's precision: PyTorch autocast for bf16)."""
+    (on options.device, in the loaded model's precision: PyTorch autocast for bf16)."""
     if isinstance(loaded.backend, GradientBackend):
         return loaded.backend
     source = loaded.info.source
     if source and is_checkpoint(source):
-        checkpoint = load_model(source, device=device, precision=loaded.precision.used)
+        checkpoint = load_model(source, replace(options, precision=loaded.precision.used))
         return checkpoint.backend  # type: ignore[return-value]
     raise UserError(
         f"gradient measures need the PyTorch checkpoint of '{loaded.path}' (its recorded source "

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from fmm_fast.engine import DEFAULT_TOKEN_BUDGET, MaskBatchEngine
+from fmm_fast import __version__
+from fmm_fast.engine import MaskBatchEngine
 from fmm_fast.errors import UserError
 from fmm_fast.loading import LoadedModel
-from fmm_fast.masf import MaSFCalibration, check_calibration_method, summarize_p_values
+from fmm_fast.masf import MaSFCalibration, summarize_p_values
 from fmm_fast.masking import STRATEGIES, mask_explained_share, random_masking
-from fmm_fast.pipeline import DataOptions, open_split
+from fmm_fast.pipeline import open_split
+from fmm_fast.runrecord import versions
+from fmm_fast.settings import MasfSettings
 from fmm_fast.stats import RATIOS
 from fmm_fast.types import load_ragged
 
@@ -46,27 +48,26 @@ def masked_test_sets(
     return sets
 
 
-def run_masf(
-    loaded: LoadedModel,
-    data: DataOptions,
-    seed: int = 0,
-    masked_dir: Path | None = None,
-    token_budget: int = DEFAULT_TOKEN_BUDGET,
-    progress=None,
-    calibrations: Sequence[str] = ("in-sample",),
-    calibration_seed: int = 0,
-) -> dict[str, dict]:
-    """Per-ratio Simes summaries and per-example p-values of one model, per calibration method (SPEC §6).
+def saved_masked_dir(settings: MasfSettings) -> Path | None:
+    """Where the evaluation saved the masked sets of settings.measure; None for random masking."""
+    if settings.evaluation is None or settings.measure is None:
+        return None
+    return Path(settings.evaluation) / "masked" / settings.measure
 
-    Every method scores the same signals (one forward pass per example and set); calibration_seed picks
-    the split's halves. Returns {method: JSON-ready dict}.
+
+def run_masf(loaded: LoadedModel, settings: MasfSettings, progress=None) -> dict[str, dict]:
+    """Per-ratio Simes summaries and per-example p-values of one model, per calibration method of
+    settings.calibrations (SPEC §6).
+
+    Every method scores the same signals (one forward pass per example and set); settings.calibration_seed
+    picks the split's halves. Returns {method: JSON-ready dict}.
     """
-    for method in calibrations:
-        check_calibration_method(method)
-    engine = MaskBatchEngine(loaded.backend, token_budget=token_budget, cache_rows=0)
+    calibrations, calibration_seed = settings.calibrations, settings.calibration_seed
+    engine = MaskBatchEngine(loaded.backend, token_budget=settings.engine.token_budget, cache_rows=0)
     info = loaded.info
-    _, validation = open_split(loaded, replace(data, limit=None), "validation")
-    _, test = open_split(loaded, data)
+    seed, masked_dir = settings.seed, saved_masked_dir(settings)
+    _, validation = open_split(loaded, replace(settings.data, limit=None), "validation")
+    _, test = open_split(loaded, settings.data)
     strategy = calibration_strategy(info.strategy)
     calibration_signals = engine.signals(random_masking(validation, strategy, info.mask_id, seed))
     fits = {
@@ -91,4 +92,16 @@ def run_masf(
             "engine": engine.stats.as_dict(),
         }
         for method, fit in fits.items()
+    }
+
+
+def masf_record(settings: MasfSettings, results: dict[str, dict], seconds: float) -> dict:
+    """masf.json: the settings, and each model's result (by label) without its per-example p-values."""
+    return {
+        "kind": "masf",
+        "fmm_fast_version": __version__,
+        "arguments": settings.to_dict(),
+        "models": {label: {k: v for k, v in r.items() if k != "p_values"} for label, r in results.items()},
+        "durations": {"total_seconds": seconds},
+        "versions": versions(),
     }

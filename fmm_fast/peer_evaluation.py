@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from fmm_fast import __version__
+from fmm_fast.backends.options import BackendOptions
 from fmm_fast.engine import MaskBatchEngine
 from fmm_fast.errors import UserError
 from fmm_fast.evaluate import BASELINE, explain_split
@@ -26,7 +27,7 @@ from fmm_fast.loading import LoadedModel, gradient_backend
 from fmm_fast.measures import get_measure
 from fmm_fast.metrics import compute_metrics
 from fmm_fast.peer_metrics import THRESHOLDS, PeerScores, peer_metrics
-from fmm_fast.runrecord import versions, write_json
+from fmm_fast.runrecord import versions, write_record
 from fmm_fast.stats import RATIOS, acu_racu, bootstrap_ci, format_ci
 from fmm_fast.types import EncodedSplit
 
@@ -87,7 +88,7 @@ def run_peer_evaluation(
     run_dir: Path,
     engine: MaskBatchEngine,
     external: Sequence[ExternalExplanation] = (),
-    device: str = "auto",
+    backend: BackendOptions = BackendOptions(),
     arguments: dict | None = None,
     progress_factory: Callable[..., object] | None = None,
 ) -> dict:
@@ -115,7 +116,7 @@ def run_peer_evaluation(
             if measure.needs_gradients:
                 if gradient_engine is None:
                     gradient_engine = MaskBatchEngine(
-                        gradient_backend(loaded, device), token_budget=engine.token_budget
+                        gradient_backend(loaded, backend), token_budget=engine.token_budget
                     )
                 scoring_engine = gradient_engine
             scores = explain_split(
@@ -157,7 +158,7 @@ def run_peer_evaluation(
         "engine": engine.stats.as_dict(),
         "versions": versions(),
     }
-    write_json(run_dir / RESULT_FILE, record)
+    write_record(run_dir / RESULT_FILE, record)
     return record
 
 

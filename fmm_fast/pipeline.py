@@ -12,12 +12,13 @@ from fmm_fast.tokenization import encode_split
 from fmm_fast.types import EncodedSplit
 
 
-@dataclass
+@dataclass(frozen=True)
 class DataOptions:
-    """How to load a dataset: registry name or local file, with its field names.
+    """How to load a dataset: registry name or local file, with its field names; `limit` keeps the first
+    examples of `split`.
 
-    `seed` is the data seed (generated bAbI sets, subsets, local-file splits); every command uses 0 so that
-    training, evaluation and MaSF see the same splits.
+    `data_seed` draws generated bAbI sets, subsets and local-file splits; every command uses 0 so that
+    training, evaluation and MaSF see the same splits (it is not the seed of a run's model or masks).
     """
 
     dataset: str
@@ -28,12 +29,12 @@ class DataOptions:
     text_field: str | None = None
     pair_field: str | None = None
     label_field: str | None = None
-    seed: int = 0
+    data_seed: int = 0
 
     def load(self) -> TextDataset:
         return load_dataset(
             self.dataset,
-            seed=self.seed,
+            seed=self.data_seed,
             size=self.size,
             test_size=self.test_size,
             text_field=self.text_field,

@@ -1,8 +1,10 @@
-"""Helpers for every command that writes a JSON run record: versions, atomic JSON, output dirs, timing."""
+"""Run records: the one reader/writer pair (and NaN policy) of every JSON record, versions, output dirs,
+timing."""
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import time
@@ -26,22 +28,92 @@ def versions() -> dict[str, str]:
     return found
 
 
-def _to_json(value: Any) -> Any:
-    """json.dump's fallback: numpy scalars and arrays become Python numbers and lists, paths strings."""
-    if hasattr(value, "tolist"):  # numpy arrays and scalars (and torch tensors)
+NON_FINITE_FIELD = "non_finite"
+_NON_FINITE_VALUES = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars and arrays (and torch tensors) as Python numbers and lists, paths as strings."""
+    if hasattr(value, "tolist"):
         return value.tolist()
     if isinstance(value, Path):
         return str(value)
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def _pointer_token(key: str) -> str:
+    return str(key).replace("~", "~0").replace("/", "~1")
+
+
+def _finite_copy(value: Any, pointer: str, non_finite: dict[str, str]) -> Any:
+    """`value` as plain JSON types; every non-finite float becomes None and is noted in `non_finite`."""
+    value = _plain(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        non_finite[pointer] = "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+        return None
+    if isinstance(value, dict):
+        return {k: _finite_copy(v, f"{pointer}/{_pointer_token(k)}", non_finite) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite_copy(v, f"{pointer}/{i}", non_finite) for i, v in enumerate(value)]
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
-def write_json(path: str | Path, record: Any) -> None:
-    """Write `record` as indented JSON; atomic (a temporary file renamed over `path`), so readers never
-    see half a record."""
+def dumps_record(record: dict[str, Any], indent: int | None = 2) -> str:
+    """A run record as indented JSON text, under the one NaN policy of every record fmm-fast writes.
+
+    JSON has no NaN or Infinity, so each non-finite number (a RACU over a flat baseline, a metric of an
+    empty split, ...) is written as null, and the record gets a top-level "non_finite" object that maps
+    the RFC 6901 JSON pointer of every such null to the value it stands for ("nan", "inf" or "-inf").
+    A null not listed there is a real "none" (e.g. --limit not given). numpy values become plain numbers.
+    indent None: one line (JSON Lines). The text ends with a newline.
+    """
+    non_finite: dict[str, str] = {}
+    plain = _finite_copy(record, "", non_finite)
+    plain.pop(NON_FINITE_FIELD, None)  # a record read back carries its own, recomputed here
+    if non_finite:
+        plain[NON_FINITE_FIELD] = non_finite
+    return json.dumps(plain, indent=indent, allow_nan=False) + "\n"
+
+
+def loads_record(text: str) -> dict[str, Any]:
+    """The record `dumps_record` wrote, its non-finite numbers back as float nan/inf.
+
+    The "non_finite" map is consumed (not returned). Older records that hold a bare NaN still load.
+    Raises ValueError (json.JSONDecodeError) on malformed text or when the top level is not an object.
+    """
+    record = json.loads(text)
+    if not isinstance(record, dict):
+        raise ValueError("a run record must be a JSON object")
+    non_finite = record.pop(NON_FINITE_FIELD, None) or {}
+    for pointer, value in non_finite.items():
+        *parents, last = [_unescape(token) for token in pointer.split("/")[1:]]
+        container: Any = record
+        for token in parents:
+            container = container[int(token) if isinstance(container, list) else token]
+        container[int(last) if isinstance(container, list) else last] = _NON_FINITE_VALUES[value]
+    return record
+
+
+def _unescape(token: str) -> str:
+    return token.replace("~1", "/").replace("~0", "~")
+
+
+def write_record(path: str | Path, record: dict[str, Any]) -> None:
+    """Write a run record (see `dumps_record`); atomic (a temporary file renamed over `path`), so readers
+    never see half a record."""
     path = Path(path)
     temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(json.dumps(record, indent=2, default=_to_json) + "\n")
+    temporary.write_text(dumps_record(record), encoding="utf-8")
     os.replace(temporary, path)
+
+
+def read_record(path: str | Path) -> dict[str, Any]:
+    """A record `write_record` wrote. Raises OSError, UnicodeDecodeError or ValueError for a bad file."""
+    return loads_record(Path(path).read_text(encoding="utf-8"))
 
 
 def ensure_writable(directory: str | Path) -> Path:

@@ -11,7 +11,6 @@ AUPRC against the same tokens (fmm_fast.plausibility).
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -26,7 +25,7 @@ from fmm_fast.measures import get_measure
 from fmm_fast.pipeline import DataOptions, open_split
 from fmm_fast.plausibility import plausibility
 from fmm_fast.ranking import top_k_positions
-from fmm_fast.runrecord import versions, write_json
+from fmm_fast.runrecord import read_record, versions, write_record
 from fmm_fast.types import EncodedSplit
 
 
@@ -138,14 +137,14 @@ def run_supporting_overlap(
         if done is not None and done["n_examples"] == len(subset):
             continue
         record["measures"][measure] = _measure_overlap(loaded, subset, measure, ks, seed)
-        write_json(out, record)
+        write_record(out, record)
     return record
 
 
 def _load_record(out: Path, settings: dict) -> dict:
     """The record of an earlier run with the same settings, or a fresh one."""
     if out.is_file():
-        record = json.loads(out.read_text())
+        record = read_record(out)
         if record.get("settings") != settings:
             raise UserError(
                 f"{out} holds an overlap run with other settings; remove it or choose another path"

@@ -30,8 +30,6 @@ from fmm_fast.data.base import TextDataset
 from fmm_fast.engine import MaskBatchEngine
 from fmm_fast.errors import UserError
 from fmm_fast.masking import (
-    TRAINING_BATCH_SIZE,
-    check_strategy,
     mask_explained_share,
     mask_training_batch,
     pad_flags,
@@ -47,19 +45,15 @@ from fmm_fast.models import (
     quiet_transformers,
     save_checkpoint,
 )
-from fmm_fast.pipeline import DataOptions
-from fmm_fast.runrecord import Stopwatch, prepare_out_dir, versions, write_json
+from fmm_fast.runrecord import Stopwatch, prepare_out_dir, versions, write_record
+from fmm_fast.settings import BUCKET_BATCHES, WEIGHT_DECAY, TrainSettings
 from fmm_fast.tokenization import encode_split
 from fmm_fast.types import EncodedSplit, ModelInfo, pad_batch
 
 RATIOS = (0.0, 0.5, 1.0)  # explained-token masking shares reported per epoch and on test
 WARMUP_SHARE = 0.06
-WEIGHT_DECAY = 0.01
 ADAM_BETAS = (0.9, 0.999)
 ADAM_EPS = 1e-8
-DEFAULT_LR = 2e-5
-# Batches are drawn from pools of this many batches sorted by length (less padding); 1 = plain shuffle.
-BUCKET_BATCHES = 50
 MODEL_DIR = "model"
 RUN_FILE = "run.json"
 
@@ -205,37 +199,6 @@ def selection_metric(
 # ---------------------------------------------------------------------------------------------- training
 
 
-def _check_arguments(
-    epochs: int | None,
-    batch_size: int,
-    lr: float,
-    max_steps: int | None,
-    layers: int,
-    width: int,
-    device: str,
-) -> None:
-    checks = [
-        (epochs is None or epochs >= 1, f"--epochs must be at least 1, got {epochs}"),
-        (batch_size >= 1, f"--batch-size must be at least 1, got {batch_size}"),
-        (lr > 0 and math.isfinite(lr), f"--lr must be a positive number, got {lr}"),
-        (max_steps is None or max_steps >= 1, f"--max-steps must be at least 1, got {max_steps}"),
-        (layers >= 1, f"--layers must be at least 1, got {layers}"),
-        # tiny-roberta uses width // 32 attention heads, which must divide the width
-        (
-            width >= 1 and width % max(1, width // 32) == 0,
-            f"--width {width} does not work; use a multiple of 32",
-        ),
-        (device in ("auto", "cpu", "cuda"), f"unknown device '{device}'; use auto, cpu or cuda"),
-        (
-            device != "cuda" or torch.cuda.is_available(),
-            "--device cuda was asked for but PyTorch sees no CUDA device; use --device auto or cpu",
-        ),
-    ]
-    for ok, message in checks:
-        if not ok:
-            raise UserError(message)
-
-
 def build_model(
     model_name: str, dataset: TextDataset, layers: int, width: int, seed: int
 ) -> tuple[SequenceClassifier, Tokenizer, ModelInfo]:
@@ -272,55 +235,31 @@ def run_epoch(
 
 
 def train(
-    dataset: str | TextDataset,
-    model_name: str = TINY_ROBERTA,
-    strategy: str = "masked",
-    seed: int = 0,
-    epochs: int | None = None,
-    out_dir: str | Path = "train-out",
-    batch_size: int = TRAINING_BATCH_SIZE,
-    lr: float = DEFAULT_LR,
-    weight_decay: float = WEIGHT_DECAY,
-    size: int | None = None,
-    test_size: int | None = None,
-    max_steps: int | None = None,
-    layers: int = 2,
-    width: int = 64,
-    text_field: str | None = None,
-    pair_field: str | None = None,
-    label_field: str | None = None,
-    device: str = "auto",
-    progress: bool = True,
-    bucket_batches: int = BUCKET_BATCHES,
+    settings: TrainSettings, out_dir: str | Path, progress: bool = True, dataset: TextDataset | None = None
 ) -> dict[str, Any]:
-    """Fine-tune `model_name` on `dataset` with masking `strategy`; write out_dir/model and out_dir/run.json.
+    """Fine-tune settings.model on settings.data with masking settings.strategy; write out_dir/model and
+    out_dir/run.json.
 
-    dataset: a registry name / local file (loaded with data seed 0, like every other command) or a
-    TextDataset. epochs None: the dataset's paper default. max_steps caps the optimizer steps (the LR
-    schedule spans the capped count; epochs after the cap are not run). layers/width only apply to
-    tiny-roberta. Returns the run record (see the module docstring).
+    dataset: the data itself when it does not come from settings.data (e.g. built in memory); settings.data
+    still names it in run.json. The LR schedule spans the steps max_steps caps it to (epochs after the cap
+    are not run). Returns the run record (see the module docstring).
     """
-    arguments = dict(locals())  # every argument as called, for run.json (taken before other locals exist)
     total_clock = Stopwatch()
     quiet_transformers()  # save_pretrained's progress bars would interleave with ours
-    check_strategy(strategy)
-    _check_arguments(epochs, batch_size, lr, max_steps, layers, width, device)
+    if settings.backend.device == "cuda" and not torch.cuda.is_available():
+        raise UserError(
+            "--device cuda was asked for but PyTorch sees no CUDA device; use --device auto or cpu"
+        )
     out_dir = prepare_out_dir(out_dir)
-    if isinstance(dataset, str):
-        dataset = DataOptions(
-            dataset,
-            size=size,
-            test_size=test_size,
-            text_field=text_field,
-            pair_field=pair_field,
-            label_field=label_field,
-        ).load()
-    if epochs is None:
-        epochs = dataset.epochs
-    model, tokenizer, info = build_model(model_name, dataset, layers, width, seed)
+    if dataset is None:
+        dataset = settings.data.load()
+    epochs = dataset.epochs if settings.epochs is None else settings.epochs
+    strategy, seed, batch_size = settings.strategy, settings.seed, settings.batch_size
+    model_name = settings.model
+    model, tokenizer, info = build_model(model_name, dataset, settings.layers, settings.width, seed)
     # The checkpoint is its own source (load_checkpoint fills its path in); the base model goes in run.json.
     info = replace(info, strategy=strategy, dataset=dataset.name, source="")
-    torch_device = resolve_torch_device(device)
+    torch_device = resolve_torch_device(settings.backend.device)
     model.to(torch_device)
     torch.manual_seed(seed)  # dropout
     order_rng, mask_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2))
@@ -336,14 +275,14 @@ def train(
 
     lengths = np.asarray([len(ids) for ids in train_split.input_ids], dtype=np.int64)
     total_steps = epochs * math.ceil(len(train_split) / batch_size)
-    if max_steps is not None:
-        total_steps = min(total_steps, max_steps)
-    optimizer, schedule = make_optimizer(model, lr, total_steps, weight_decay)
+    if settings.max_steps is not None:
+        total_steps = min(total_steps, settings.max_steps)
+    optimizer, schedule = make_optimizer(model, settings.lr, total_steps, settings.weight_decay)
 
     record: dict[str, Any] = {
         "kind": "train",
         "finished": False,
-        "arguments": {**arguments, "dataset": dataset.name, "epochs": epochs, "out_dir": str(out_dir)},
+        "arguments": replace(settings, epochs=epochs).to_dict(),
         "dataset": {
             "name": dataset.name,
             "metric": dataset.metric,
@@ -376,7 +315,7 @@ def train(
     for epoch in range(1, epochs + 1):
         if steps_left == 0:
             break
-        rows = epoch_batches(lengths, batch_size, order_rng, bucket_batches)[:steps_left]
+        rows = epoch_batches(lengths, batch_size, order_rng, settings.bucket_batches)[:steps_left]
         batches = (training_batch(train_split, r, info, strategy, mask_rng, torch_device) for r in rows)
         with Stopwatch() as train_clock:
             losses = run_epoch(model, optimizer, schedule, batches, bar)
@@ -411,7 +350,7 @@ def train(
             }
         )
         bar.set_postfix(epoch=epoch, val=f"{score:.3f}")
-        write_json(out_dir / RUN_FILE, record)
+        write_record(out_dir / RUN_FILE, record)
     bar.close()
 
     with Stopwatch() as test_clock:
@@ -431,5 +370,5 @@ def train(
             "durations": {**durations, "test": test_clock.seconds, "total": total_clock.seconds},
         }
     )
-    write_json(out_dir / RUN_FILE, record)
+    write_record(out_dir / RUN_FILE, record)
     return record

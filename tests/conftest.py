@@ -18,6 +18,8 @@ def tiny_babi(tmp_path_factory):
     import torch
 
     from fmm_fast.export import export_onnx
+    from fmm_fast.pipeline import DataOptions
+    from fmm_fast.settings import TrainSettings
     from fmm_fast.train import train
 
     root = tmp_path_factory.mktemp("tiny-babi")
@@ -25,7 +27,7 @@ def tiny_babi(tmp_path_factory):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        train("babi-1", "tiny-roberta", "masked", 0, 1, root / "train", lr=1e-3, progress=False, **data)
+        train(TrainSettings(DataOptions("babi-1", **data), epochs=1, lr=1e-3), root / "train", progress=False)
     finally:
         torch.set_num_threads(threads)
     export_onnx(root / "train" / "model", root / "model.onnx")

@@ -83,17 +83,14 @@ def test_masf_on_the_onnx_model(tiny_babi, tmp_path, capsys):
     argv += ["--calibration", "in-sample", "--calibration", "split", "--calibration-seed", "3"]
     assert main(argv) == 0
     record = json.loads((out / "masf.json").read_text())
-    arguments = record["arguments"]
-    assert {
-        key: arguments[key] for key in ("size", "test_size", "limit", "calibration", "calibration_seed")
-    } == {
+    arguments = record["arguments"]  # MasfSettings.to_dict(): every data option is recorded
+    assert {key: arguments["data"][key] for key in ("size", "test_size", "limit")} == {
         "size": data["size"],
         "test_size": data["test_size"],
         "limit": 12,
-        "calibration": ["in-sample", "split"],
-        "calibration_seed": 3,
     }
-    assert {"text_field", "pair_field", "label_field"} <= set(arguments)
+    assert (arguments["calibrations"], arguments["calibration_seed"]) == (["in-sample", "split"], 3)
+    assert {"text_field", "pair_field", "label_field"} <= set(arguments["data"])
     by_method = {summary["calibration"]["method"]: summary for summary in record["models"].values()}
     assert set(by_method) == {"in-sample", "split"}
     assert (
@@ -220,3 +217,44 @@ def _p_values_csv(path) -> dict[str, dict[str, list[float]]]:
         for row in csv.DictReader(handle):
             by_label.setdefault(row["model"], {}).setdefault(row["ratio"], []).append(float(row["p_value"]))
     return by_label
+
+
+
+def _explain_scores(checkpoint, data, tmp_path, name: str, *extra: str) -> list[list[float]]:
+    out = tmp_path / f"{name}{'-'.join(extra)}.jsonl"
+    flags = [*data_flags(data), "--limit", "3", "--out", str(out)]
+    assert main(["explain", "--model", str(checkpoint), "-m", name, *flags, *extra]) == 0
+    return [json.loads(line)["scores"] for line in out.read_text().splitlines()]
+
+
+def test_explain_measure_option_reaches_the_measure(tiny_babi, tmp_path):
+    checkpoint, _, data = tiny_babi
+    one_step = _explain_scores(checkpoint, data, tmp_path, "int-grad-sign", "--measure-option", "ig_steps=1")
+    # with one step, integrated gradients is input × gradient exactly (alpha = weight = 1)
+    assert one_step == _explain_scores(checkpoint, data, tmp_path, "inp-grad-sign")
+    assert one_step != _explain_scores(checkpoint, data, tmp_path, "int-grad-sign")  # default: 20 steps
+
+
+def test_evaluate_measure_option_reaches_every_step(tiny_babi, tmp_path, monkeypatch):
+    import fmm_fast.evaluate
+
+    checkpoint, _, data = tiny_babi
+    calls = []
+    real = fmm_fast.evaluate.get_measure
+
+    def recording(name, **options):
+        calls.append((name, options))
+        return real(name, **options)
+
+    monkeypatch.setattr(fmm_fast.evaluate, "get_measure", recording)
+    arguments = ["--model", str(checkpoint), *data_flags(data), "--limit", "2", "--quiet"]
+    options = ["--measure-option", "ig_steps=3", "--measure-option", "beam_size=2"]
+    out = tmp_path / "eval"
+    assert (
+        main(["evaluate", *arguments, "-m", "int-grad-abs", "-m", "beam", *options, "--out", str(out)]) == 0
+    )
+    record = json.loads((out / "seed-0" / "result.json").read_text())
+    assert set(record["curves"]) == {"rand", "int-grad-abs", "beam-sign-2"}  # beam_size named the beam
+    assert record["arguments"]["measure_options"] == {"ig_steps": 3, "beam_size": 2}
+    steps = [options for name, options in calls if name == "int-grad-abs" and "seed" in options]
+    assert len(steps) == 9 and all(o["ig_steps"] == 3 for o in steps)  # ratios 0.1 ... 0.9

@@ -6,6 +6,8 @@ import json
 
 from fmm_fast.demo import BEAM_MEASURE, DemoConfig, run_demo
 from fmm_fast.models import TINY_ROBERTA
+from fmm_fast.runrecord import read_record
+from fmm_fast.settings import EvaluationSettings, MasfSettings, TrainSettings
 
 
 def test_demo_pipeline_writes_every_step_and_calibrates_on_the_whole_validation_split(tmp_path) -> None:
@@ -24,3 +26,13 @@ def test_demo_pipeline_writes_every_step_and_calibrates_on_the_whole_validation_
     assert json.loads((tmp_path / "demo.json").read_text())["masf_calibration"] == summary["masf_calibration"]
     for name in ("model.onnx", "curves.png", "masf.png", "masf.json", "curves/result.json"):
         assert (tmp_path / name).is_file()
+    # the demo's records have the shape the commands' have: the same settings objects in "arguments"
+    for name, settings in [
+        ("train/run.json", TrainSettings),
+        ("curves/result.json", EvaluationSettings),
+        ("beam/result.json", EvaluationSettings),
+        ("masf.json", MasfSettings),
+    ]:
+        record = read_record(tmp_path / name)
+        assert settings.from_dict(record["arguments"]).to_dict() == record["arguments"]
+    assert read_record(tmp_path / "masf.json")["kind"] == "masf"

@@ -10,7 +10,9 @@ import pytest
 from fmm_fast.backends.base import ForwardOutput
 from fmm_fast.engine import MaskBatchEngine
 from fmm_fast.errors import UserError
-from fmm_fast.evaluate import ErasureRun, EvaluationSettings, erase_top
+from fmm_fast.evaluate import ErasureRun, erase_top
+from fmm_fast.pipeline import DataOptions
+from fmm_fast.settings import EvaluationSettings
 from fmm_fast.types import EncodedSplit, ModelInfo
 
 MASK, PAD, CLS, SEP, KEY = 1, 0, 2, 3, 4
@@ -54,7 +56,7 @@ def key_token_split(n_examples: int = 60, seed: int = 0) -> EncodedSplit:
 
 def run_erasure(tmp_path, measures, engine=None, split=None):
     split = split or key_token_split()
-    settings = EvaluationSettings("key-token", "synthetic", "test", 0, None, measures)
+    settings = EvaluationSettings("key-token", DataOptions("synthetic"), tuple(measures))
     engine = engine or MaskBatchEngine(KeyTokenBackend())
     return ErasureRun(settings, split, engine, tmp_path, "accuracy").run()
 
@@ -133,7 +135,7 @@ def test_resume_after_a_kill_gives_the_same_result(tmp_path):
 
 def test_resume_refuses_a_directory_of_another_run(tmp_path):
     run_erasure(tmp_path, ["loo-abs"])
-    settings = EvaluationSettings("other-model", "synthetic", "test", 0, None, ["loo-abs"])
+    settings = EvaluationSettings("other-model", DataOptions("synthetic"), ("loo-abs",))
     run = ErasureRun(settings, key_token_split(), MaskBatchEngine(KeyTokenBackend()), tmp_path, "accuracy")
     with pytest.raises(UserError, match="other arguments"):
         run.run()

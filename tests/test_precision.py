@@ -15,13 +15,15 @@ from fmm_fast import precision as precision_module
 from fmm_fast.api import as_engine, explain, explain_texts
 from fmm_fast.backends.onnx_backend import OnnxBackend
 from fmm_fast.backends.openvino_backend import OpenVinoBackend
+from fmm_fast.backends.options import BackendOptions
 from fmm_fast.backends.torch_backend import TorchBackend
 from fmm_fast.cli import main
 from fmm_fast.engine import MaskBatchEngine
 from fmm_fast.errors import UserError
-from fmm_fast.evaluate import EvaluationSettings
 from fmm_fast.loading import gradient_backend, load_model
+from fmm_fast.pipeline import DataOptions
 from fmm_fast.precision import resolve_precision
+from fmm_fast.settings import EvaluationSettings
 from fmm_fast.types import pad_batch
 
 HAS_OPENVINO = importlib.util.find_spec("openvino") is not None
@@ -75,13 +77,13 @@ def test_precision_option_reaches_the_backend_and_the_record(tiny_babi, tmp_path
     out = tmp_path / "eval"
     flags = ["--dataset", "babi-1", "--size", str(data["size"]), "--test-size", str(data["test_size"])]
     arguments = ["evaluate", "--model", str(onnx_path), *flags, "--measure", "loo-abs", "--limit", "4"]
-    arguments += ["--device", "cpu", "--precision", "bf16", "--out", str(out), "--quiet"]
+    arguments += ["--provider", "cpu", "--precision", "bf16", "--out", str(out), "--quiet"]
     code = main(arguments)
     assert code == 0
     record = json.loads((out / "seed-0" / "result.json").read_text())
     assert record["model"]["backend"].startswith("openvino:CPU")
     assert record["model"]["precision"]["requested"] == "bf16"
-    assert record["arguments"]["precision"] == "bf16"
+    assert record["arguments"]["backend"]["precision"] == "bf16"
     assert record["model"]["backend"] in capsys.readouterr().err  # what ran is printed
 
 
@@ -91,7 +93,7 @@ def test_auto_on_a_cpu_without_bf16_runs_fp32_and_says_so(
     _, onnx_path, data = tiny_babi
     out = tmp_path / "masf"
     flags = ["--dataset", "babi-1", "--size", str(data["size"]), "--test-size", str(data["test_size"])]
-    arguments = ["masf", "--model", str(onnx_path), *flags, "--limit", "4", "--device", "cpu"]
+    arguments = ["masf", "--model", str(onnx_path), *flags, "--limit", "4", "--provider", "cpu"]
     arguments += ["--precision", "auto", "--out", str(out)]
     code = main(arguments)
     assert code == 0
@@ -113,7 +115,7 @@ def test_missing_openvino_extra_is_exit_2(tiny_babi, tmp_path, capsys, no_openvi
 
 def test_auto_without_openvino_falls_back_to_fp32(tiny_babi, capsys, cpu_with_bf16, no_openvino) -> None:
     _, onnx_path, _ = tiny_babi
-    loaded = load_model(onnx_path, provider="cpu", precision="auto")
+    loaded = load_model(onnx_path, BackendOptions(provider="cpu", precision="auto"))
     assert isinstance(loaded.backend, OnnxBackend) and loaded.precision.used == "fp32"
     assert "fmm-fast[openvino]" in capsys.readouterr().err
 
@@ -150,7 +152,7 @@ def assert_close_but_reduced(low, high, precision: str) -> None:
 def test_openvino_bf16_logits_and_signals_close_to_fp32(tiny_babi) -> None:
     _, onnx_path, _ = tiny_babi
     fp32 = OnnxBackend.from_file(onnx_path, provider="cpu")
-    bf16 = load_model(onnx_path, provider="cpu", precision="bf16").backend
+    bf16 = load_model(onnx_path, BackendOptions(provider="cpu", precision="bf16")).backend
     assert isinstance(bf16, OpenVinoBackend)
     input_ids, attention_mask = rows_of(bf16)
     reference = fp32.forward(input_ids, attention_mask, with_signals=True)
@@ -164,8 +166,8 @@ def test_openvino_bf16_logits_and_signals_close_to_fp32(tiny_babi) -> None:
 
 def test_torch_bf16_autocast_logits_and_gradients_close_to_fp32(tiny_babi) -> None:
     checkpoint, onnx_path, _ = tiny_babi
-    fp32 = load_model(checkpoint, device="cpu").backend
-    bf16 = load_model(checkpoint, device="cpu", precision="bf16").backend
+    fp32 = load_model(checkpoint, BackendOptions(device="cpu")).backend
+    bf16 = load_model(checkpoint, BackendOptions(device="cpu", precision="bf16")).backend
     assert isinstance(bf16, TorchBackend) and bf16.name == "torch:cpu bf16-autocast"
     input_ids, attention_mask = rows_of(bf16)
     assert_close_but_reduced(
@@ -179,17 +181,19 @@ def test_torch_bf16_autocast_logits_and_gradients_close_to_fp32(tiny_babi) -> No
     assert_close_but_reduced(scores["bf16"], scores["fp32"], "bf16")
     # an ONNX model's gradient measures run on its checkpoint in the same precision
     if HAS_OPENVINO:
-        gradients = gradient_backend(load_model(onnx_path, device="cpu", precision="bf16"), "cpu")
+        cpu = BackendOptions(device="cpu")
+        gradients = gradient_backend(load_model(onnx_path, replace(cpu, precision="bf16")), cpu)
         assert isinstance(gradients, TorchBackend) and gradients.precision == "bf16"
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 def test_auto_on_cuda_runs_fp16_autocast(tiny_babi) -> None:
     checkpoint, _, _ = tiny_babi
-    loaded = load_model(checkpoint, device="cuda", precision="auto")
+    loaded = load_model(checkpoint, BackendOptions(device="cuda", precision="auto"))
     assert loaded.precision.used == "fp16" and loaded.backend.name == "torch:cuda fp16-autocast"
     input_ids, attention_mask = rows_of(loaded)
-    reference = load_model(checkpoint, device="cuda").backend.forward(input_ids, attention_mask).logits
+    reference_backend = load_model(checkpoint, BackendOptions(device="cuda")).backend
+    reference = reference_backend.forward(input_ids, attention_mask).logits
     assert_close_but_reduced(loaded.backend.forward(input_ids, attention_mask).logits, reference, "fp16")
 
 
@@ -203,6 +207,10 @@ def test_api_precision_reaches_the_backend(tiny_babi) -> None:
 
 
 def test_an_evaluation_resumes_only_in_its_own_precision() -> None:
-    fp32 = EvaluationSettings("model.onnx", "babi-1", "test", 0, None, ["loo-abs"])
-    assert replace(fp32, precision="bf16").fingerprint() != fp32.fingerprint()
-    assert replace(fp32, measures=["grad-l2"]).fingerprint() == fp32.fingerprint()
+    fp32 = EvaluationSettings("model.onnx", DataOptions("babi-1"), ("loo-abs",))
+    bf16 = replace(fp32, backend=BackendOptions(precision="bf16"))
+    assert bf16.fingerprint() != fp32.fingerprint()
+    assert replace(fp32, measures=("grad-l2",)).fingerprint() == fp32.fingerprint()
+    # what ran decides: auto that resolved to bf16 resumes a bf16 run, not an fp32 one
+    auto = replace(fp32, backend=BackendOptions(precision="auto"))
+    assert auto.ran_in("bf16").fingerprint() == bf16.fingerprint() != auto.ran_in("fp32").fingerprint()

@@ -11,11 +11,14 @@ import torch
 from torch import nn
 from transformers import RobertaConfig, RobertaForSequenceClassification
 
+from fmm_fast.backends.options import BackendOptions
 from fmm_fast.cli import main
 from fmm_fast.errors import UserError
 from fmm_fast.loading import load_model
 from fmm_fast.metrics import compute_metrics
-from fmm_fast.runrecord import prepare_out_dir, write_json
+from fmm_fast.pipeline import DataOptions
+from fmm_fast.runrecord import prepare_out_dir, write_record
+from fmm_fast.settings import TrainSettings
 from fmm_fast.train import epoch_batches, make_optimizer, optimizer_groups, selection_metric, train
 from fmm_fast.types import pad_batch
 
@@ -104,13 +107,16 @@ def test_selection_metric_concatenates_unmasked_and_masked_for_masked() -> None:
 
 # ---------------------------------------------------------------------------------------------- end to end
 
-RECIPE = {"epochs": 10, "lr": 1e-3, "size": 600, "test_size": 200, "progress": False, "device": "cpu"}
+CPU = BackendOptions(device="cpu")
+RECIPE = {"epochs": 10, "lr": 1e-3, "backend": CPU}
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory) -> tuple[dict, Path]:
     out = tmp_path_factory.mktemp("train") / "run"
-    return train("babi-1", "tiny-roberta", "masked", seed=0, out_dir=out, **RECIPE), out
+    data = DataOptions("babi-1", size=600, test_size=200)
+    settings = TrainSettings(data, "tiny-roberta", "masked", 0, **RECIPE)
+    return train(settings, out, progress=False), out
 
 
 def test_training_beats_the_majority_class_and_records_every_epoch(trained) -> None:
@@ -131,7 +137,7 @@ def test_training_beats_the_majority_class_and_records_every_epoch(trained) -> N
 
 def test_checkpoint_is_the_best_epoch_and_loads(trained) -> None:
     record, out = trained
-    loaded = load_model(out / "model", device="cpu")
+    loaded = load_model(out / "model", CPU)
     assert loaded.info.strategy == "masked" and loaded.info.dataset == "babi-1"
     assert loaded.info.source == str(out / "model")  # the checkpoint is its own source
     from fmm_fast.data import load_dataset
@@ -146,9 +152,9 @@ def test_checkpoint_is_the_best_epoch_and_loads(trained) -> None:
 
 
 def test_same_seed_same_run(tmp_path) -> None:
-    recipe = {**RECIPE, "epochs": 2, "size": 80, "test_size": 20}
-    runs = [train("babi-1", strategy="masked", seed=5, out_dir=tmp_path / str(i), max_steps=5, **recipe)
-            for i in range(2)]  # fmt: skip
+    data = DataOptions("babi-1", size=80, test_size=20)
+    settings = TrainSettings(data, strategy="masked", seed=5, max_steps=5, **{**RECIPE, "epochs": 2})
+    runs = [train(settings, tmp_path / str(i), progress=False) for i in range(2)]
     assert [e["train_loss"] for e in runs[0]["epochs"]] == [e["train_loss"] for e in runs[1]["epochs"]]
     assert runs[0]["optimizer"]["total_steps"] == 5 and sum(e["steps"] for e in runs[0]["epochs"]) == 5
     weights = [(tmp_path / str(i) / "model" / "model.safetensors").read_bytes() for i in range(2)]
@@ -159,7 +165,7 @@ def test_same_seed_same_run(tmp_path) -> None:
 
 
 def test_write_json_converts_numpy_and_prepare_out_dir_refuses_foreign_files(tmp_path) -> None:
-    write_json(tmp_path / "r.json", {"a": np.float32(0.5), "b": np.arange(3), "c": np.int64(2)})
+    write_record(tmp_path / "r.json", {"a": np.float32(0.5), "b": np.arange(3), "c": np.int64(2)})
     assert json.loads((tmp_path / "r.json").read_text()) == {"a": 0.5, "b": [0, 1, 2], "c": 2}
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # no temporary file left behind
     assert prepare_out_dir(tmp_path, allowed={"r.json"}) == tmp_path

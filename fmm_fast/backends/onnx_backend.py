@@ -8,7 +8,6 @@ graph) and reused while they are newer than the model.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable
@@ -29,6 +28,7 @@ from fmm_fast.export import (
     METADATA_VERIFICATION,
 )
 from fmm_fast.models import configure_tokenizer
+from fmm_fast.runrecord import loads_record
 from fmm_fast.types import ModelInfo
 
 PROVIDERS = {
@@ -215,7 +215,7 @@ def _read_metadata(path: Path) -> tuple[ModelInfo, Tokenizer, dict, set[str]]:
             "`fmm-fast export`"
         ) from error
     _check_tokenizer(path, model, info, tokenizer)
-    return info, tokenizer, json.loads(metadata.get(METADATA_VERIFICATION, "{}")), outputs
+    return info, tokenizer, loads_record(metadata.get(METADATA_VERIFICATION, "{}")), outputs
 
 
 def _check_tokenizer(path: Path, model, info: ModelInfo, tokenizer: Tokenizer) -> None:

@@ -5,61 +5,49 @@ from __future__ import annotations
 
 import csv
 import sys
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import typer
 
 from fmm_fast.cli.app import app
 from fmm_fast.cli.options import (
-    DatasetOption,
-    DeviceOption,
-    LabelFieldOption,
-    LimitOption,
+    MeasureOptionsOption,
     ModelOption,
-    PairFieldOption,
-    PrecisionOption,
-    SizeOption,
-    TestSizeOption,
-    TextFieldOption,
-    TokenBudgetOption,
+    backend_options,
+    data_options,
+    engine_options,
+    parse_measure_options,
 )
-from fmm_fast.engine import DEFAULT_TOKEN_BUDGET, MaskBatchEngine
+from fmm_fast.engine import MaskBatchEngine
 from fmm_fast.errors import UserError
-from fmm_fast.evaluate import BASELINE, EvaluationSettings, evaluate_model
+from fmm_fast.evaluate import BASELINE, evaluate_model
 from fmm_fast.external import ExternalExplanation, load_explanations
 from fmm_fast.loading import LoadedModel, load_model
-from fmm_fast.measures import get_measure
 from fmm_fast.peer_evaluation import PeerRunSettings, check_fresh, render_peer_table, run_peer_evaluation
 from fmm_fast.pipeline import DataOptions, open_split
-from fmm_fast.precision import DEFAULT_PRECISION
 from fmm_fast.progress import progress_bar
 from fmm_fast.runrecord import ensure_writable
+from fmm_fast.settings import BackendOptions, EngineOptions, EvaluationSettings
 from fmm_fast.types import EncodedSplit
 
 
 @app.command()
+@backend_options()
+@engine_options()
+@data_options(split_help="Split to erase.")
 def evaluate(
     model: ModelOption,
+    data: DataOptions,
     out: Path = typer.Option(..., "--out", help="Output directory (result.json, curves.csv, curves.png)."),
     measure: list[str] = typer.Option(
         ["loo-abs"], "--measure", "-m", help="Importance measure; repeat for several. `rand` always runs."
     ),
-    dataset: DatasetOption = "movie-snippets",
-    split: str = typer.Option("test", help="Split to erase."),
+    measure_option: MeasureOptionsOption = [],  # noqa: B006  (typer copies the default)
     seed: list[int] = typer.Option([0], "--seed", help="Seed of the `rand` baseline; repeat for several."),
-    limit: LimitOption = None,
-    device: DeviceOption = "auto",
-    precision: PrecisionOption = DEFAULT_PRECISION,
-    token_budget: TokenBudgetOption = DEFAULT_TOKEN_BUDGET,
-    explain_batch_rows: int = typer.Option(32, help="Examples per explain call (a cost knob)."),
     save_masked: bool = typer.Option(
         False, help="Save every masked test set (for `fmm-fast masf --measure`)."
     ),
-    size: SizeOption = None,
-    test_size: TestSizeOption = None,
-    text_field: TextFieldOption = None,
-    pair_field: PairFieldOption = None,
-    label_field: LabelFieldOption = None,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
     protocol: str = typer.Option(
         "recursive",
@@ -72,6 +60,9 @@ def evaluate(
         help='A .jsonl of explanations made elsewhere, one line per example: {"index": i, "token_scores": '
         '[...]} or {"index": i, "word_scores": [...]}; repeat for several. Needs --protocol aopc.',
     ),
+    *,
+    engine: EngineOptions,
+    backend: BackendOptions,
 ) -> None:
     """Recursive erasure at r = 0, 0.1, ..., 1 (SPEC §4) and ACU/RACU against `rand` (SPEC §5).
 
@@ -82,8 +73,16 @@ def evaluate(
     metrics (dataset means with 95% bootstrap CIs) and a non-recursive erasure curve; writes
     OUT/seed-S/peer.jsonl (per example) and OUT/seed-S/result.json.
     """
-    for name in measure:
-        get_measure(name)  # a typo fails before any work
+    settings = EvaluationSettings(
+        str(model),
+        data,
+        tuple(measure),
+        seed[0],
+        parse_measure_options(measure_option),
+        save_masked,
+        engine,
+        backend,
+    )  # a typo in a measure or option fails before any work
     if protocol not in ("recursive", "aopc"):
         raise UserError(f"unknown --protocol '{protocol}'; choose recursive or aopc")
     if protocol == "recursive" and explanations:
@@ -91,6 +90,8 @@ def evaluate(
             "the recursive protocol recomputes the measure on every masked input, which a file of fixed "
             "scores cannot do; evaluate --explanations with --protocol aopc"
         )
+    if protocol == "aopc" and measure_option:
+        raise UserError("--measure-option is not passed to the aopc protocol yet; drop it or use recursive")
     if protocol == "aopc" and save_masked:
         raise UserError(
             "--save-masked belongs to the recursive protocol; drop it or use --protocol recursive"
@@ -99,15 +100,14 @@ def evaluate(
     if protocol == "aopc":
         for s in seed:
             check_fresh(out / f"seed-{s}")  # before any work: a finished run is never overwritten
-    loaded = load_model(model, device=device, provider=device, precision=precision)
-    data = DataOptions(dataset, split, limit, size, test_size, text_field, pair_field, label_field)
+    loaded = load_model(model, backend)
     text_dataset, encoded = open_split(loaded, data)
     external = [load_explanations(path, encoded, loaded.tokenizer) for path in explanations]
     if len({e.name for e in external}) < len(external):
         raise UserError("two --explanations files share a name; give each file its own name")
-    engine = MaskBatchEngine(loaded.backend, token_budget=token_budget)
+    mask_engine = MaskBatchEngine(loaded.backend, token_budget=engine.token_budget)
     print(
-        f"model {model} on {loaded.backend.name}; {text_dataset.name}/{split}: {len(encoded)} examples; "
+        f"model {model} on {loaded.backend.name}; {text_dataset.name}/{data.split}: {len(encoded)} examples; "
         f"measures: {', '.join([BASELINE, *[m for m in measure if m != BASELINE]])}",
         file=sys.stderr,
     )
@@ -123,49 +123,21 @@ def evaluate(
             measure,
             seed,
             external,
-            device,
-            engine,
+            backend,
+            mask_engine,
             quiet,
         )
         return
     rows = []
     for s in seed:
         run_dir = out / f"seed-{s}"
-        settings = EvaluationSettings(
-            str(model),
-            text_dataset.name,
-            split,
-            s,
-            limit,
-            list(measure),
-            explain_batch_rows,
-            save_masked,
-            precision=loaded.precision.used,
-        )
-        arguments = {
-            "model": str(model),
-            "measures": list(measure),
-            "dataset": dataset,
-            "split": split,
-            "seed": s,
-            "limit": limit,
-            "device": device,
-            "precision": precision,
-            "token_budget": token_budget,
-            "explain_batch_rows": explain_batch_rows,
-            "save_masked": save_masked,
-            "size": size,
-            "test_size": test_size,
-        }
         record = evaluate_model(
             loaded,
+            text_dataset,
             encoded,
-            settings,
-            text_dataset.metric,
+            replace(settings, seed=s),
             run_dir,
-            engine,
-            device,
-            arguments,
+            mask_engine,
             None if quiet else progress_bar,
         )
         rows += _curve_rows(record)
@@ -188,7 +160,7 @@ def _evaluate_aopc(
     measures: list[str],
     seeds: list[int],
     external: list[ExternalExplanation],
-    device: str,
+    backend: BackendOptions,
     engine: MaskBatchEngine,
     quiet: bool,
 ) -> None:
@@ -200,8 +172,7 @@ def _evaluate_aopc(
             "protocol": "aopc",
             "explanations": [str(e.path) for e in external],
             "limit": data.limit,
-            "device": device,
-            "precision": loaded.precision.requested,
+            "backend": asdict(backend),
             "token_budget": engine.token_budget,
         }
         record = run_peer_evaluation(
@@ -212,7 +183,7 @@ def _evaluate_aopc(
             out / f"seed-{s}",
             engine,
             external,
-            device,
+            backend,
             arguments,
             None if quiet else progress_bar,
         )

@@ -9,58 +9,62 @@ import typer
 from fmm_fast.api import explain_encoded, save_explanations, write_html
 from fmm_fast.cli.app import app
 from fmm_fast.cli.options import (
-    DatasetOption,
-    DeviceOption,
-    LabelFieldOption,
-    LimitOption,
+    MeasureOptionsOption,
     ModelOption,
-    PairFieldOption,
-    PrecisionOption,
-    SizeOption,
-    TestSizeOption,
-    TextFieldOption,
+    SeedOption,
+    backend_options,
+    data_options,
+    engine_options,
+    parse_measure_options,
 )
 from fmm_fast.loading import load_model
-from fmm_fast.measures import get_measure
 from fmm_fast.pipeline import DataOptions, open_split
-from fmm_fast.precision import DEFAULT_PRECISION
 from fmm_fast.progress import progress_bar
 from fmm_fast.runrecord import ensure_writable
+from fmm_fast.settings import BackendOptions, EngineOptions, ExplainSettings
 
 
 @app.command()
+@backend_options()
+@engine_options()
+@data_options(split_help="Split to explain.", limit=20)
 def explain(
     model: ModelOption,
+    data: DataOptions,
     measure: str = typer.Option(
         ..., "--measure", "-m", help="e.g. loo-abs, grad-l2, int-grad-sign, beam (= beam-sign-10)."
     ),
     out: Path = typer.Option(
         ..., "--out", help="Output .jsonl file: tokens, label, prediction, scores per example."
     ),
-    dataset: DatasetOption = "movie-snippets",
-    split: str = typer.Option("test", help="Split to explain."),
-    limit: LimitOption = 20,
-    seed: int = typer.Option(0, help="Seed of `rand`."),
+    measure_option: MeasureOptionsOption = [],  # noqa: B006  (typer copies the default)
+    seed: SeedOption = 0,
     html: bool = typer.Option(
         False, "--html", help="Also write OUT.html with tokens coloured by importance."
     ),
-    device: DeviceOption = "auto",
-    precision: PrecisionOption = DEFAULT_PRECISION,
-    size: SizeOption = None,
-    test_size: TestSizeOption = None,
-    text_field: TextFieldOption = None,
-    pair_field: PairFieldOption = None,
-    label_field: LabelFieldOption = None,
+    *,
+    engine: EngineOptions,
+    backend: BackendOptions,
 ) -> None:
     """Explain the gold-label logit of each example with one importance measure (SPEC §3)."""
-    get_measure(measure)
+    settings = ExplainSettings(
+        str(model), data, measure, seed, parse_measure_options(measure_option), engine, backend
+    )
     ensure_writable(out.parent if str(out.parent) else Path("."))
-    loaded = load_model(model, device=device, provider=device, precision=precision)
+    loaded = load_model(model, backend)
     print(f"model {model} on {loaded.backend.name}")
-    data = DataOptions(dataset, split, limit, size, test_size, text_field, pair_field, label_field)
     _, encoded = open_split(loaded, data)
     with progress_bar(len(encoded), measure) as bar:
-        explanations = explain_encoded(loaded, encoded, measure, seed, on_batch=bar.update)
+        explanations = explain_encoded(
+            loaded,
+            encoded,
+            settings.measure,
+            settings.seed,
+            batch_rows=engine.explain_batch_rows,
+            token_budget=engine.token_budget,
+            on_batch=bar.update,
+            **settings.measure_options,
+        )
     extra = [{"index": i, "text": t, "pair": p} for i, (t, p) in enumerate(encoded.texts)]
     save_explanations(out, explanations, extra)
     print(f"wrote {len(explanations)} explanations to {out}")

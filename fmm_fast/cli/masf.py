@@ -10,57 +10,37 @@ from pathlib import Path
 
 import typer
 
-from fmm_fast import __version__
 from fmm_fast.cli.app import app
-from fmm_fast.cli.options import (
-    DatasetOption,
-    DeviceOption,
-    LabelFieldOption,
-    LimitOption,
-    PairFieldOption,
-    PrecisionOption,
-    SizeOption,
-    TestSizeOption,
-    TextFieldOption,
-    TokenBudgetOption,
-)
-from fmm_fast.engine import DEFAULT_TOKEN_BUDGET
-from fmm_fast.errors import UserError
+from fmm_fast.cli.options import backend_options, data_options, engine_options
 from fmm_fast.loading import load_model
-from fmm_fast.masf import IN_DISTRIBUTION_LEVEL, check_calibration_method
-from fmm_fast.masf_run import run_masf
+from fmm_fast.masf import IN_DISTRIBUTION_LEVEL
+from fmm_fast.masf_run import masf_record, run_masf
 from fmm_fast.pipeline import DataOptions
-from fmm_fast.precision import DEFAULT_PRECISION
 from fmm_fast.progress import progress_bar
 from fmm_fast.report.plots import plot_p_values
-from fmm_fast.runrecord import ensure_writable, versions, write_json
+from fmm_fast.runrecord import ensure_writable, write_record
+from fmm_fast.settings import BackendOptions, EngineOptions, MasfSettings
 from fmm_fast.stats import RATIOS
 
 
 @app.command()
+@backend_options()
+@engine_options(explain_rows=False)
+@data_options(split_help="Split whose masked copies are tested.")
 def masf(
     model: list[Path] = typer.Option(
         ..., "--model", help="Checkpoint dir or ONNX file; repeat to compare (e.g. plain and masked)."
     ),
     out: Path = typer.Option(..., "--out", help="Output directory (masf.json, p_values.csv, masf.png)."),
-    dataset: DatasetOption = "movie-snippets",
-    split: str = typer.Option("test", help="Split whose masked copies are tested."),
+    *,
+    data: DataOptions,
     measure: str | None = typer.Option(
         None, help="Test the masked sets an evaluation saved for this measure (needs --evaluation)."
     ),
     evaluation: Path | None = typer.Option(
         None, help="An `fmm-fast evaluate --save-masked` seed directory (e.g. OUT/seed-0)."
     ),
-    limit: LimitOption = None,
     seed: int = typer.Option(0, help="Seed of the calibration and random test masking."),
-    device: DeviceOption = "auto",
-    precision: PrecisionOption = DEFAULT_PRECISION,
-    token_budget: TokenBudgetOption = DEFAULT_TOKEN_BUDGET,
-    size: SizeOption = None,
-    test_size: TestSizeOption = None,
-    text_field: TextFieldOption = None,
-    pair_field: PairFieldOption = None,
-    label_field: LabelFieldOption = None,
     calibration: list[str] = typer.Option(
         ["in-sample"],
         "--calibration",
@@ -70,6 +50,8 @@ def masf(
     ),
     calibration_seed: int = typer.Option(0, help="Seed of the split calibration's halves."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+    engine: EngineOptions,
+    backend: BackendOptions,
 ) -> None:
     """MaSF p-values versus masking ratio: are masked inputs in distribution? (SPEC §6)
 
@@ -81,57 +63,35 @@ def masf(
     which stays disjoint from a capped run's train split; a calibration of a few hundred examples
     saturates (see the p-value floor it reports).
     """
-    if (measure is None) != (evaluation is None):
-        raise UserError(
-            "--measure and --evaluation go together: the masked sets of MEASURE saved in EVALUATION"
-        )
-    masked_dir = None if evaluation is None else evaluation / "masked" / measure
-    methods = list(dict.fromkeys(calibration))  # a repeated method once
-    for method in methods:
-        check_calibration_method(method)
+    settings = MasfSettings(
+        tuple(str(m) for m in model),
+        data,
+        seed,
+        measure,
+        None if evaluation is None else str(evaluation),
+        tuple(calibration),
+        calibration_seed,
+        engine,
+        backend,
+    )
     ensure_writable(out)
-    data = DataOptions(dataset, split, limit, size, test_size, text_field, pair_field, label_field)
     started = time.perf_counter()
     results = {}
     for path in model:
-        loaded = load_model(path, device=device, provider=device, precision=precision)
+        loaded = load_model(path, backend)
         print(f"model {path} on {loaded.backend.name}")
         name = f"{loaded.info.strategy} ({path.name})"
         with nullcontext() if quiet else progress_bar(len(RATIOS) + 1, name, unit="set") as bar:
-            by_method = run_masf(loaded, data, seed, masked_dir, token_budget, bar, methods, calibration_seed)
+            by_method = run_masf(loaded, settings, bar)
         for method, result in by_method.items():
-            label = _unique_label(name if len(methods) == 1 else f"{name} {method}", results)
+            label = _unique_label(name if len(by_method) == 1 else f"{name} {method}", results)
             results[label] = {
                 **result,
                 "model": str(path),
                 "backend": loaded.backend.name,
                 "precision": loaded.precision.as_dict(),
             }
-    record = {
-        "kind": "masf",
-        "fmm_fast_version": __version__,
-        "arguments": {
-            "models": [str(m) for m in model],
-            "dataset": dataset,
-            "split": split,
-            "measure": measure,
-            "evaluation": None if evaluation is None else str(evaluation),
-            "limit": limit,
-            "size": size,
-            "test_size": test_size,
-            "text_field": text_field,
-            "pair_field": pair_field,
-            "label_field": label_field,
-            "seed": seed,
-            "calibration": methods,
-            "calibration_seed": calibration_seed,
-            "precision": precision,
-        },
-        "models": {label: {k: v for k, v in r.items() if k != "p_values"} for label, r in results.items()},
-        "durations": {"total_seconds": time.perf_counter() - started},
-        "versions": versions(),
-    }
-    write_json(out / "masf.json", record)
+    write_record(out / "masf.json", masf_record(settings, results, time.perf_counter() - started))
     _write_p_values(out / "p_values.csv", results)
     plot_p_values(
         {

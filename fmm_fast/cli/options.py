@@ -1,11 +1,29 @@
-"""Options shared by several commands, declared once."""
+"""Options shared by several commands, declared once.
+
+Groups of options (data, engine, backend) are added to a command by a decorator: the command declares
+one parameter (`data: DataOptions`, ...) where the flags should stand in --help, and receives that object,
+built from the flags.
+"""
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+
+from fmm_fast.backends.options import DEVICES, PROVIDERS, BackendOptions
+from fmm_fast.engine import DEFAULT_TOKEN_BUDGET
+from fmm_fast.errors import UserError
+from fmm_fast.measures.registry import OPTION_NAMES, check_measure_options
+from fmm_fast.pipeline import DataOptions
+from fmm_fast.precision import DEFAULT_PRECISION, PRECISIONS
+from fmm_fast.settings import DEFAULT_EXPLAIN_BATCH_ROWS, EngineOptions
+
+DEFAULT_DATASET = "movie-snippets"
 
 ModelOption = Annotated[
     Path,
@@ -13,39 +31,197 @@ ModelOption = Annotated[
         "--model", help="A checkpoint directory (`fmm-fast train`) or an ONNX file (`fmm-fast export`)."
     ),
 ]
-DatasetOption = Annotated[
-    str,
+SeedOption = Annotated[int, typer.Option("--seed", help="Seed of the `rand` measure.")]
+MeasureOptionsOption = Annotated[
+    list[str],
     typer.Option(
-        "--dataset",
-        "-d",
-        help="A registry name (babi-1/2/3 and movie-snippets work offline; sst2, imdb, ... need the hub) "
-        "or a local .csv/.jsonl/.parquet file with --text-field/--label-field.",
+        "--measure-option",
+        metavar="KEY=VALUE",
+        help=f"A measure's cost knob, e.g. ig_steps=50; repeat for several. Keys: {', '.join(OPTION_NAMES)}.",
     ),
 ]
-LimitOption = Annotated[int | None, typer.Option(help="Use only the first N examples of the split.")]
-DeviceOption = Annotated[
-    str,
-    typer.Option(help="auto|cpu|cuda: the PyTorch device, or the ONNX Runtime provider for .onnx models."),
-]
-PrecisionOption = Annotated[
-    str,
-    typer.Option(
-        help="fp32|bf16|auto: the precision of every forward pass. bf16 on CPU: OpenVINO for .onnx models "
-        "(`pip install 'fmm-fast[openvino]'`), PyTorch autocast for checkpoints (gradients too). auto: bf16 "
-        "where the CPU has native bf16 (AVX512_BF16/AMX), fp16 on CUDA, else fp32.",
-    ),
-]
-TokenBudgetOption = Annotated[
-    int, typer.Option(help="Max rows × padded length per forward batch (bounds memory; a cost knob).")
-]
-SizeOption = Annotated[
-    int | None, typer.Option(help="Cap train+validation at N examples (a seeded subset; bAbI: N generated).")
-]
-TestSizeOption = Annotated[
-    int | None, typer.Option(help="Cap the test split at N examples (a seeded subset; bAbI: N generated).")
-]
-TextFieldOption = Annotated[
-    str | None, typer.Option(help="Local file: the column holding the explained text.")
-]
-PairFieldOption = Annotated[str | None, typer.Option(help="Local file: the column of the second segment.")]
-LabelFieldOption = Annotated[str | None, typer.Option(help="Local file: the label column.")]
+
+
+def parse_measure_options(pairs: Sequence[str]) -> dict[str, int]:
+    """["ig_steps=50", ...] -> {"ig_steps": 50}; UserError for a malformed pair, unknown key or bad value."""
+    options: dict[str, object] = {}
+    for pair in pairs:
+        key, equals, value = pair.partition("=")
+        if not equals or not key:
+            raise UserError(f"--measure-option '{pair}' is not KEY=VALUE; write e.g. ig_steps=50")
+        try:
+            options[key.strip()] = int(value)
+        except ValueError:
+            options[key.strip()] = value  # check_measure_options names the key and the bad value
+    return check_measure_options(options)
+
+
+def _option(name: str, annotation: Any, default: Any = inspect.Parameter.empty) -> inspect.Parameter:
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+
+
+def option_group(
+    target: str, build: Callable[..., Any], parameters: Sequence[inspect.Parameter]
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: the command's `target` parameter is replaced, where it stands, by the flags `parameters`,
+    and the command is called with target=build(**their values). Typer reads the rewritten signature."""
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(command, eval_str=True)
+        combined: list[inspect.Parameter] = []
+        for parameter in signature.parameters.values():
+            if parameter.name == target:
+                combined += parameters
+            else:
+                combined.append(parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY))
+        names = [p.name for p in parameters]
+
+        @functools.wraps(command)
+        def wrapper(**values: Any) -> Any:
+            group = {name: values.pop(name) for name in names}
+            return command(**values, **{target: build(**group)})
+
+        wrapper.__signature__ = signature.replace(parameters=combined)  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in combined}
+        return wrapper
+
+    return decorate
+
+
+def data_options(
+    *, split_help: str | None = None, limit: int | None = None, dataset_required: bool = False
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The dataset flags of every command that opens a dataset, handed to it as `data: DataOptions`.
+
+    split_help None: no --split/--limit (training uses every split). limit: --limit's default.
+    """
+    dataset = _option(
+        "dataset",
+        Annotated[
+            str,
+            typer.Option(
+                "--dataset",
+                "-d",
+                help="A registry name (babi-1/2/3 and movie-snippets work offline; sst2, imdb, ... need the "
+                "hub) or a local .csv/.jsonl/.parquet file with --text-field/--label-field.",
+            ),
+        ],
+        inspect.Parameter.empty if dataset_required else DEFAULT_DATASET,
+    )
+    chosen_split = (
+        []
+        if split_help is None
+        else [
+            _option("split", Annotated[str, typer.Option(help=split_help)], "test"),
+            _option(
+                "limit",
+                Annotated[int | None, typer.Option(help="Use only the first N examples of the split.")],
+                limit,
+            ),
+        ]
+    )
+    sizes = [
+        _option(
+            "size",
+            Annotated[
+                int | None,
+                typer.Option(help="Cap train+validation at N examples (a seeded subset; bAbI: N generated)."),
+            ],
+            None,
+        ),
+        _option(
+            "test_size",
+            Annotated[
+                int | None,
+                typer.Option(help="Cap the test split at N examples (a seeded subset; bAbI: N generated)."),
+            ],
+            None,
+        ),
+        _option(
+            "text_field",
+            Annotated[str | None, typer.Option(help="Local file: the column holding the explained text.")],
+            None,
+        ),
+        _option(
+            "pair_field",
+            Annotated[str | None, typer.Option(help="Local file: the column of the second segment.")],
+            None,
+        ),
+        _option(
+            "label_field", Annotated[str | None, typer.Option(help="Local file: the label column.")], None
+        ),
+    ]
+    return option_group("data", DataOptions, [dataset, *chosen_split, *sizes])
+
+
+def engine_options(*, explain_rows: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--token-budget (and --explain-batch-rows for commands that explain), handed over as `engine`."""
+    parameters = [
+        _option(
+            "token_budget",
+            Annotated[
+                int,
+                typer.Option(help="Max rows × padded length per forward batch (bounds memory; a cost knob)."),
+            ],
+            DEFAULT_TOKEN_BUDGET,
+        )
+    ]
+    if explain_rows:
+        parameters.append(
+            _option(
+                "explain_batch_rows",
+                Annotated[int, typer.Option(help="Examples per explain call (a cost knob).")],
+                DEFAULT_EXPLAIN_BATCH_ROWS,
+            )
+        )
+    return option_group("engine", EngineOptions, parameters)
+
+
+def backend_options(
+    *, provider: bool = True, precision: bool = True
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--device (PyTorch), --provider (ONNX Runtime) and --precision of forward passes (each of the last two
+    unless False), handed over as `backend: BackendOptions`."""
+    parameters = [
+        _option(
+            "device",
+            Annotated[
+                str,
+                typer.Option(
+                    help=f"{'|'.join(DEVICES)}: the PyTorch device of checkpoint models and gradient "
+                    "measures."
+                ),
+            ],
+            "auto",
+        )
+    ]
+    if provider:
+        parameters.append(
+            _option(
+                "provider",
+                Annotated[
+                    str,
+                    typer.Option(
+                        help=f"{'|'.join(PROVIDERS)}: the ONNX Runtime execution provider of .onnx models."
+                    ),
+                ],
+                "auto",
+            )
+        )
+    if precision:
+        parameters.append(
+            _option(
+                "precision",
+                Annotated[
+                    str,
+                    typer.Option(
+                        help=f"{'|'.join(PRECISIONS)}: the precision of every forward pass. bf16 on "
+                        "CPU: OpenVINO for .onnx models (`pip install 'fmm-fast[openvino]'`), PyTorch "
+                        "autocast for checkpoints (gradients too). auto: bf16 where the CPU has native bf16 "
+                        "(AVX512_BF16/AMX), fp16 on CUDA, else fp32.",
+                    ),
+                ],
+                DEFAULT_PRECISION,
+            )
+        )
+    return option_group("backend", BackendOptions, parameters)

@@ -7,21 +7,18 @@ from pathlib import Path
 import typer
 
 from fmm_fast.cli.app import app
-from fmm_fast.cli.options import (
-    DatasetOption,
-    LabelFieldOption,
-    PairFieldOption,
-    SizeOption,
-    TestSizeOption,
-    TextFieldOption,
-)
+from fmm_fast.cli.options import backend_options, data_options
 from fmm_fast.masking import DEFAULT_STRATEGY, STRATEGIES, TRAINING_BATCH_SIZE
 from fmm_fast.models import TINY_ROBERTA
+from fmm_fast.pipeline import DataOptions
+from fmm_fast.settings import DEFAULT_LR, BackendOptions, TrainSettings
 
 
 @app.command()
+@backend_options(provider=False, precision=False)
+@data_options(dataset_required=True)
 def train(
-    dataset: DatasetOption,
+    data: DataOptions,
     out: Path = typer.Option(
         ..., "--out", help="New (or empty) output directory: OUT/model (best checkpoint) and OUT/run.json."
     ),
@@ -42,19 +39,17 @@ def train(
         None, "--epochs", help="Epochs to train (default: the paper's for the dataset, e.g. 20 for bAbI)."
     ),
     batch_size: int = typer.Option(TRAINING_BATCH_SIZE, "--batch-size", help="Training batch size."),
-    lr: float = typer.Option(2e-5, "--lr", help="Peak learning rate of AdamW (6% warm-up, linear decay)."),
-    size: SizeOption = None,
-    test_size: TestSizeOption = None,
+    lr: float = typer.Option(
+        DEFAULT_LR, "--lr", help="Peak learning rate of AdamW (6% warm-up, linear decay)."
+    ),
     max_steps: int | None = typer.Option(
         None, "--max-steps", help="Stop after this many optimizer steps (a quick trial run)."
     ),
     layers: int = typer.Option(2, "--layers", help=f"{TINY_ROBERTA}: transformer layers."),
     width: int = typer.Option(64, "--width", help=f"{TINY_ROBERTA}: hidden size (a multiple of 32)."),
-    text_field: TextFieldOption = None,
-    pair_field: PairFieldOption = None,
-    label_field: LabelFieldOption = None,
-    device: str = typer.Option("auto", "--device", help="auto|cpu|cuda: where PyTorch trains."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    *,
+    backend: BackendOptions,
 ) -> None:
     """Fine-tune a classifier with masking; keep the best validation epoch; test it at 0/50/100% masking.
 
@@ -64,26 +59,20 @@ def train(
     from fmm_fast.train import MODEL_DIR, RUN_FILE
     from fmm_fast.train import train as run_training
 
-    record = run_training(
-        dataset,
-        model_name=model,
+    settings = TrainSettings(
+        data,
+        model=model,
         strategy=strategy,
         seed=seed,
         epochs=epochs,
-        out_dir=out,
         batch_size=batch_size,
         lr=lr,
-        size=size,
-        test_size=test_size,
         max_steps=max_steps,
         layers=layers,
         width=width,
-        text_field=text_field,
-        pair_field=pair_field,
-        label_field=label_field,
-        device=device,
-        progress=not quiet,
+        backend=backend,
     )
+    record = run_training(settings, out, progress=not quiet)
     metric = record["dataset"]["metric"]
     best = record["epochs"][record["best_epoch"] - 1]
     print(

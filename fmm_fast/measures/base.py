@@ -9,6 +9,7 @@ from typing import ClassVar
 import numpy as np
 
 from fmm_fast.engine import MaskBatchEngine
+from fmm_fast.errors import UserError
 
 
 @dataclass
@@ -26,11 +27,20 @@ class ExplainBatch:
     explained: np.ndarray
 
 
+def check_positive(option: str, value: int) -> int:
+    """value as an int; UserError unless it is an integer ≥ 1."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise UserError(f"{option} must be an integer >= 1, got {value!r}; pass e.g. {option}=1")
+    return int(value)
+
+
 class Measure(ABC):
     """An importance measure. Subclasses declare `name`, `signed`, `needs_gradients`, `recursive`.
 
     explain(batch, engine) -> (B, T) float64 scores; positions outside `explained` score 0.
     `recursive = False` marks measures computed once on the unmasked input (beam search).
+    A measure's options are the keyword parameters of its constructor (cost knobs, each an integer ≥ 1,
+    checked with `check_positive`), plus `seed` for measures that draw random numbers.
     """
 
     name: ClassVar[str]

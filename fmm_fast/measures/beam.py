@@ -17,8 +17,7 @@ from math import comb
 import numpy as np
 
 from fmm_fast.engine import MaskBatchEngine
-from fmm_fast.measures.base import ExplainBatch, Measure
-from fmm_fast.measures.registry import check_positive
+from fmm_fast.measures.base import ExplainBatch, Measure, check_positive
 from fmm_fast.types import unpad
 
 DEFAULT_BEAM_SIZE = 10
@@ -120,14 +119,16 @@ class BeamSearch(Measure):
     After each call, `last_stats` holds a :class:`BeamStats`.
     """
 
-    name = "beam-sign-10"
     signed = True
     recursive = False
 
     def __init__(self, beam_size: int = DEFAULT_BEAM_SIZE) -> None:
         self.beam_size = check_positive("beam_size", beam_size)
-        self.name = f"beam-sign-{self.beam_size}"
         self.last_stats: BeamStats | None = None
+
+    @property
+    def name(self) -> str:  # type: ignore[override]  # the beam size is part of the name
+        return f"beam-sign-{self.beam_size}"
 
     def explain(self, batch: ExplainBatch, engine: MaskBatchEngine) -> np.ndarray:
         start = time.perf_counter()

@@ -16,8 +16,7 @@ from torch import Tensor
 from fmm_fast.backends.base import GradientBackend
 from fmm_fast.engine import MaskBatchEngine
 from fmm_fast.errors import UserError
-from fmm_fast.measures.base import ExplainBatch, Measure
-from fmm_fast.measures.registry import check_positive
+from fmm_fast.measures.base import ExplainBatch, Measure, check_positive
 
 DEFAULT_GRADIENT_BATCH_SIZE = 32
 DEFAULT_IG_STEPS = 20

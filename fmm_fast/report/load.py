@@ -1,12 +1,11 @@
 """Reading `fmm-fast evaluate` result files: find them, parse them, validate them.
 
 The public surface is `find_result_files`, `load_result` and `read_results`; the file itself is read by
-`_read_record` alone, the one place to change for another record reader.
+`fmm_fast.runrecord.read_record`, the reader of every run record.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ import numpy as np
 
 from fmm_fast.errors import UserError
 from fmm_fast.report.order import measure_sort_key
+from fmm_fast.runrecord import read_record
 
 RESULT_FILE = "result.json"
 
@@ -142,22 +142,17 @@ def _parse_result(path: Path, data: object) -> EvaluationResult:
     )
 
 
-def _read_record(path: Path) -> object:
-    """The JSON content of one run record (OSError, UnicodeDecodeError, JSONDecodeError when unreadable)."""
-    return json.loads(path.read_text(encoding="utf-8"))
-
-
 def load_result(path: Path) -> EvaluationResult | None:
     """Read one result.json; None when it is another command's result (its "kind" is not "evaluate").
 
     Raises UserError naming the file when it is not a well-formed evaluation result.
     """
     try:
-        data = _read_record(path)
+        data = read_record(path)
         if _field(data, "kind", "") != "evaluate":
             return None
         return _parse_result(path, data)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, _MalformedResult) as error:
+    except (OSError, ValueError, _MalformedResult) as error:  # ValueError: bad JSON or encoding
         raise UserError(
             f"malformed result file {path}: {error}; rerun `fmm-fast evaluate` for it or move it out of "
             "the report's directories"

@@ -8,7 +8,6 @@ its 95% BCa CI over examples; with several seeds, the mean of the seeds' means a
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,6 +17,7 @@ from fmm_fast.peer_evaluation import RECORD_KIND, SUMMARIES, summary_cell
 from fmm_fast.report.load import find_result_files, load_result
 from fmm_fast.report.order import measure_sort_key
 from fmm_fast.report.tables import markdown_table
+from fmm_fast.runrecord import read_record
 from fmm_fast.stats import bootstrap_ci, format_ci
 
 PEER_TABLE = "peer-metrics.md"
@@ -28,8 +28,8 @@ def load_peer_records(dirs: Sequence[Path]) -> list[dict]:
     records = []
     for path in find_result_files(dirs):
         try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            record = read_record(path)
+        except (OSError, ValueError) as error:  # ValueError: bad JSON or encoding
             raise UserError(
                 f"malformed result file {path}: {error}; rerun the command that wrote it"
             ) from None

@@ -19,7 +19,7 @@ from fmm_fast.report.tables import (
     render_table_markdown,
     render_timing_markdown,
 )
-from fmm_fast.runrecord import write_json
+from fmm_fast.runrecord import write_record
 
 REPORT_FILE = "report.json"
 
@@ -149,5 +149,5 @@ def write_report(dirs: Sequence[Path], out: Path) -> Report:
     report = load_report(dirs)
     write_tables(report, out)
     write_figures(report, out)
-    write_json(out / REPORT_FILE, report_to_dict(report))
+    write_record(out / REPORT_FILE, report_to_dict(report))
     return report

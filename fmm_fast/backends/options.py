@@ -1,0 +1,48 @@
+"""Where and how a model's forward passes run: one options object for every backend."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fmm_fast.errors import UserError
+from fmm_fast.precision import DEFAULT_PRECISION, PRECISIONS
+
+DEVICES = ("auto", "cpu", "cuda")
+PROVIDERS = ("auto", "cpu", "cuda", "tensorrt")
+RAN_PRECISIONS = ("fp16",)  # what auto may resolve to beyond PRECISIONS (CUDA); see RunSettings.ran_in
+
+
+def check(checks: list[tuple[bool, str]]) -> None:
+    """UserError with the message of the first (ok, message) pair that is not ok."""
+    for ok, message in checks:
+        if not ok:
+            raise UserError(message)
+
+
+@dataclass(frozen=True)
+class BackendOptions:
+    """Where forward passes run.
+
+    device: the PyTorch device (auto|cpu|cuda) of checkpoint models and gradient measures;
+    provider: the ONNX Runtime execution provider (auto|cpu|cuda|tensorrt) of .onnx models;
+    precision: fp32|bf16|auto, resolved by load_model (fmm_fast.precision.resolve_precision).
+    """
+
+    device: str = "auto"
+    provider: str = "auto"
+    precision: str = DEFAULT_PRECISION
+
+    def __post_init__(self) -> None:
+        check(
+            [
+                (self.device in DEVICES, f"unknown device '{self.device}'; use {', '.join(DEVICES)}"),
+                (
+                    self.provider in PROVIDERS,
+                    f"unknown ONNX Runtime provider '{self.provider}'; use {', '.join(PROVIDERS)}",
+                ),
+                (
+                    self.precision in (*PRECISIONS, *RAN_PRECISIONS),
+                    f"unknown precision '{self.precision}'; use {', '.join(PRECISIONS)}",
+                ),
+            ]
+        )

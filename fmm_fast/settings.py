@@ -1,0 +1,208 @@
+"""The settings of each kind of run (train, evaluate, explain, masf), built once and frozen.
+
+The CLI (or the demo, or a Python caller) builds one settings object per run. Its `to_dict()` is what
+the run's record stores as "arguments"; `fingerprint()` hashes `fingerprint_fields()`, the fields that
+decide the run's numbers, and a resumed run must have the same fingerprint as the run it continues.
+Cost knobs (token budget, batch rows, device) are left out of the fingerprint: they change how fast a
+run goes, not what it computes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import asdict, dataclass, field, is_dataclass, replace
+from typing import Any, Self, get_type_hints
+
+from fmm_fast.backends.options import BackendOptions, check
+from fmm_fast.engine import DEFAULT_TOKEN_BUDGET
+from fmm_fast.errors import UserError
+from fmm_fast.masf import check_calibration_method
+from fmm_fast.masking import DEFAULT_STRATEGY, TRAINING_BATCH_SIZE, check_strategy
+from fmm_fast.measures.registry import check_measure_options, get_measure
+from fmm_fast.models import TINY_ROBERTA
+from fmm_fast.pipeline import DataOptions
+
+DEFAULT_EXPLAIN_BATCH_ROWS = 32
+DEFAULT_LR = 2e-5
+WEIGHT_DECAY = 0.01
+# Batches are drawn from pools of this many batches sorted by length (less padding); 1 = plain shuffle.
+BUCKET_BATCHES = 50
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """Cost knobs: rows × padded length per forward batch (the engine's), examples per explain call."""
+
+    token_budget: int = DEFAULT_TOKEN_BUDGET
+    explain_batch_rows: int = DEFAULT_EXPLAIN_BATCH_ROWS
+
+    def __post_init__(self) -> None:
+        check(
+            [
+                (self.token_budget >= 1, f"--token-budget must be at least 1, got {self.token_budget}"),
+                (
+                    self.explain_batch_rows >= 1,
+                    f"--explain-batch-rows must be at least 1, got {self.explain_batch_rows}",
+                ),
+            ]
+        )
+
+
+class RunSettings:
+    """What every settings dataclass shares: its record form and its fingerprint."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field, nested options as objects: the record's "arguments"."""
+        return json.loads(json.dumps(asdict(self)))  # type: ignore[call-overload]  # tuples → lists
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> Self:
+        """The settings `to_dict` gave (e.g. a record's "arguments"), nested options rebuilt."""
+        types = get_type_hints(cls)
+        nested = {
+            name: types[name](**value)
+            for name, value in values.items()
+            if isinstance(types.get(name), type) and is_dataclass(types[name])
+        }
+        return cls(**{**values, **nested})
+
+    def fingerprint_fields(self) -> dict[str, Any]:
+        """The fields that decide the run's numbers (all of them unless a subclass narrows it)."""
+        return self.to_dict()
+
+    def ran_in(self, precision: str) -> Self:
+        """These settings with the precision that ran (auto resolved, fmm_fast.precision): what a resumed
+        run must match, so an `auto` run resumes only where auto resolves alike."""
+        return replace(self, backend=replace(self.backend, precision=precision))
+
+    def fingerprint(self) -> str:
+        key = json.dumps(self.fingerprint_fields(), sort_keys=True)
+        return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class TrainSettings(RunSettings):
+    """One masked fine-tuning run (SPEC §2).
+
+    model: tiny-roberta, a Hugging Face model name or a local model directory. epochs None: the dataset's
+    paper default. max_steps caps the optimizer steps. layers/width only apply to tiny-roberta.
+    """
+
+    data: DataOptions
+    model: str = TINY_ROBERTA
+    strategy: str = DEFAULT_STRATEGY
+    seed: int = 0
+    epochs: int | None = None
+    batch_size: int = TRAINING_BATCH_SIZE
+    lr: float = DEFAULT_LR
+    weight_decay: float = WEIGHT_DECAY
+    max_steps: int | None = None
+    layers: int = 2
+    width: int = 64
+    bucket_batches: int = BUCKET_BATCHES
+    backend: BackendOptions = field(default_factory=BackendOptions)
+
+    def __post_init__(self) -> None:
+        check_strategy(self.strategy)
+        check(
+            [
+                (self.epochs is None or self.epochs >= 1, f"--epochs must be at least 1, got {self.epochs}"),
+                (self.batch_size >= 1, f"--batch-size must be at least 1, got {self.batch_size}"),
+                (self.lr > 0 and math.isfinite(self.lr), f"--lr must be a positive number, got {self.lr}"),
+                (
+                    self.max_steps is None or self.max_steps >= 1,
+                    f"--max-steps must be at least 1, got {self.max_steps}",
+                ),
+                (self.layers >= 1, f"--layers must be at least 1, got {self.layers}"),
+                # tiny-roberta uses width // 32 attention heads, which must divide the width
+                (
+                    self.width >= 1 and self.width % max(1, self.width // 32) == 0,
+                    f"--width {self.width} does not work; use a multiple of 32",
+                ),
+                (self.bucket_batches >= 1, f"bucket_batches must be at least 1, got {self.bucket_batches}"),
+            ]
+        )
+
+
+@dataclass(frozen=True)
+class EvaluationSettings(RunSettings):
+    """One seed of recursive erasure (SPEC §4–5) of `measures` on a model.
+
+    seed: seed of the `rand` baseline. measure_options: cost knobs passed to every measure (e.g. ig_steps),
+    see fmm_fast.measures.registry. The fingerprint leaves out the measure list (a rerun may add measures),
+    the engine and the device.
+    """
+
+    model: str
+    data: DataOptions
+    measures: tuple[str, ...] = ("loo-abs",)
+    seed: int = 0
+    measure_options: dict[str, int] = field(default_factory=dict)
+    save_masked: bool = False
+    engine: EngineOptions = field(default_factory=EngineOptions)
+    backend: BackendOptions = field(default_factory=BackendOptions)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "measures", tuple(self.measures))
+        object.__setattr__(self, "measure_options", check_measure_options(self.measure_options))
+        for name in self.measures:
+            get_measure(name, **self.measure_options)  # a typo fails before any work
+
+    def fingerprint_fields(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "data": asdict(self.data),
+            "seed": self.seed,
+            "measure_options": self.measure_options,
+            "precision": self.backend.precision,
+        }
+
+
+@dataclass(frozen=True)
+class ExplainSettings(RunSettings):
+    """Importance scores of one measure for the examples of a split (SPEC §3); seed drives `rand`."""
+
+    model: str
+    data: DataOptions
+    measure: str = "loo-abs"
+    seed: int = 0
+    measure_options: dict[str, int] = field(default_factory=dict)
+    engine: EngineOptions = field(default_factory=EngineOptions)
+    backend: BackendOptions = field(default_factory=BackendOptions)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "measure_options", check_measure_options(self.measure_options))
+        get_measure(self.measure, **self.measure_options)
+
+
+@dataclass(frozen=True)
+class MasfSettings(RunSettings):
+    """MaSF p-values versus masking ratio (SPEC §6) for one or more models.
+
+    seed: of the calibration and random test masking. measure + evaluation: test the masked sets that
+    `fmm-fast evaluate --save-masked` saved for `measure` in the seed directory `evaluation`, instead of
+    random masking. calibrations: in-sample (the paper's) and/or split, scored on the same signals;
+    calibration_seed picks the split calibration's halves.
+    """
+
+    models: tuple[str, ...]
+    data: DataOptions
+    seed: int = 0
+    measure: str | None = None
+    evaluation: str | None = None
+    calibrations: tuple[str, ...] = ("in-sample",)
+    calibration_seed: int = 0
+    engine: EngineOptions = field(default_factory=EngineOptions)
+    backend: BackendOptions = field(default_factory=BackendOptions)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "models", tuple(self.models))
+        object.__setattr__(self, "calibrations", tuple(dict.fromkeys(self.calibrations)))  # each method once
+        for method in self.calibrations:
+            check_calibration_method(method)
+        if (self.measure is None) != (self.evaluation is None):
+            raise UserError(
+                "--measure and --evaluation go together: the masked sets of MEASURE saved in EVALUATION"
+            )

@@ -1,0 +1,208 @@
+"""Run settings (record form, fingerprint), the run-record reader/writer and its NaN policy, and the option
+groups the commands share."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+
+import pytest
+import typer
+
+from fmm_fast.backends.options import BackendOptions
+from fmm_fast.cli import _register, main
+from fmm_fast.cli.app import app
+from fmm_fast.cli.options import parse_measure_options
+from fmm_fast.errors import UserError
+from fmm_fast.pipeline import DataOptions
+from fmm_fast.report import load_result
+from fmm_fast.runrecord import read_record, write_record
+from fmm_fast.settings import (
+    EngineOptions,
+    EvaluationSettings,
+    ExplainSettings,
+    MasfSettings,
+    TrainSettings,
+)
+
+DATA = DataOptions("babi-1", "test", limit=5, size=40, test_size=10)
+
+
+# ---------------------------------------------------------------------------------------------- settings
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        TrainSettings(DATA, epochs=2, lr=1e-3, max_steps=3, backend=BackendOptions(device="cpu")),
+        EvaluationSettings("m.onnx", DATA, ("loo-abs", "beam"), 3, {"ig_steps": 4}, True),
+        ExplainSettings("m", DATA, "int-grad-sign", 1, {"ig_steps": 2}, EngineOptions(512, 8)),
+        MasfSettings(("a.onnx", "b"), DATA, 2, "loo-abs", "eval/seed-0"),
+    ],
+)
+def test_settings_survive_their_record_form(settings) -> None:
+    arguments = json.loads(json.dumps(settings.to_dict()))  # what a record stores and gives back
+    rebuilt = type(settings).from_dict(arguments)
+    assert rebuilt == settings and rebuilt.fingerprint() == settings.fingerprint()
+    assert arguments["data"]["data_seed"] == 0 and "seed" not in arguments["data"]
+
+
+def test_evaluation_fingerprint_covers_what_changes_the_numbers_only() -> None:
+    base = EvaluationSettings("m", DATA, ("loo-abs",))
+    same = [
+        replace(base, measures=("loo-abs", "grad-l2")),  # a rerun may add measures
+        replace(base, engine=EngineOptions(token_budget=99, explain_batch_rows=3)),
+        replace(base, backend=BackendOptions(device="cpu", provider="cpu")),
+        replace(base, save_masked=True),
+    ]
+    other = [
+        replace(base, model="n"),
+        replace(base, seed=1),
+        replace(base, data=replace(DATA, size=41)),
+        replace(base, data=replace(DATA, data_seed=1)),
+        replace(base, measure_options={"ig_steps": 5}),
+    ]
+    assert all(s.fingerprint() == base.fingerprint() for s in same)
+    assert len({s.fingerprint() for s in [base, *other]}) == 1 + len(other)
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: EvaluationSettings("m", DATA, ("lo-abs",)), "unknown measure 'lo-abs'"),
+        (lambda: EvaluationSettings("m", DATA, measure_options={"ig_step": 2}), "unknown measure option"),
+        (lambda: ExplainSettings("m", DATA, measure_options={"ig_steps": 0}), "ig_steps must be an integer"),
+        (lambda: MasfSettings(("m",), DATA, measure="loo-abs"), "go together"),
+        (lambda: TrainSettings(DATA, width=100), "--width 100 does not work"),
+        (lambda: EngineOptions(token_budget=0), "--token-budget must be at least 1"),
+        (lambda: BackendOptions(provider="tpu"), "unknown ONNX Runtime provider 'tpu'"),
+        (lambda: BackendOptions(precision="fp8"), "unknown precision 'fp8'"),
+    ],
+)
+def test_settings_refuse_bad_values(build, message) -> None:
+    with pytest.raises(UserError, match=message):
+        build()
+
+
+def test_measure_option_pairs_parse_and_validate() -> None:
+    assert parse_measure_options(["ig_steps=7", "beam_size=2"]) == {"ig_steps": 7, "beam_size": 2}
+    for pair, message in [
+        ("ig_steps", "is not KEY=VALUE"),
+        ("ig_steps=seven", "ig_steps must be an integer >= 1, got 'seven'"),
+        ("ig_steps=0", "ig_steps must be an integer >= 1"),
+        ("igsteps=3", "unknown measure option(s) igsteps"),
+    ]:
+        with pytest.raises(UserError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            parse_measure_options([pair])
+
+
+# ---------------------------------------------------------------------------------------------- records
+
+
+def test_non_finite_numbers_are_null_with_a_reason_and_read_back(tmp_path) -> None:
+    record = {
+        "kind": "evaluate",
+        "racu": math.nan,
+        "curve": [0.5, math.inf, -math.inf],
+        "measures": {"a/b~c": {"acu": math.nan, "limit": None}},
+    }
+    path = tmp_path / "r.json"
+    write_record(path, record)
+
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"bare {constant} in a record")
+
+    on_disk = json.loads(path.read_text(), parse_constant=refuse)  # strict JSON: no NaN literal
+    assert on_disk["racu"] is None and on_disk["curve"] == [0.5, None, None]
+    assert on_disk["non_finite"] == {
+        "/racu": "nan",
+        "/curve/1": "inf",
+        "/curve/2": "-inf",
+        "/measures/a~1b~0c/acu": "nan",
+    }
+    back = read_record(path)
+    assert "non_finite" not in back and back["measures"]["a/b~c"]["limit"] is None
+    assert math.isnan(back["racu"]) and math.isnan(back["measures"]["a/b~c"]["acu"])
+    assert back["curve"] == [0.5, math.inf, -math.inf]
+    write_record(path, back)  # a record read back writes the same text again
+    assert json.loads(path.read_text()) == on_disk
+    finite = tmp_path / "f.json"
+    write_record(finite, {"a": 1.0})
+    assert json.loads(finite.read_text()) == {"a": 1.0}  # no "non_finite" key when nothing needs it
+
+
+def test_the_report_reads_a_nan_racu_that_evaluate_wrote(tmp_path) -> None:
+    curve = [1.0, 0.5, 0.0]
+    record = {
+        "kind": "evaluate",
+        "model": {"strategy": "masked"},
+        "dataset": "babi-1",
+        "split": "test",
+        "seed": 0,
+        "metric": "accuracy",
+        "majority_baseline": 0.5,
+        "ratios": [0.0, 0.5, 1.0],
+        "n_examples": 4,
+        "curves": {"rand": {"accuracy": curve}, "loo-abs": {"accuracy": curve}},
+        "measures": {
+            name: {"signed": False, "acu": 0.0, "racu": math.nan, "seconds": 1.0, "forward_passes": 3}
+            for name in ("rand", "loo-abs")
+        },
+    }
+    write_record(tmp_path / "result.json", record)
+    result = load_result(tmp_path / "result.json")
+    assert result is not None and math.isnan(result.measures["loo-abs"].racu)
+
+
+# ---------------------------------------------------------------------------------------------- CLI groups
+
+
+def _commands() -> dict:
+    _register()
+    return {command.name: command for command in typer.main.get_command(app).commands.values()}
+
+
+def test_every_command_that_opens_a_dataset_has_the_same_data_options() -> None:
+    def data_flags(command) -> dict[str, tuple]:
+        fields = set(DataOptions.__dataclass_fields__) - {"split", "limit", "data_seed"}
+        return {p.name: (tuple(p.opts), p.help) for p in command.params if p.name in fields}
+
+    commands = _commands()
+    flags = {name: data_flags(commands[name]) for name in ("train", "evaluate", "explain", "masf")}
+    assert len(flags["evaluate"]) == 6
+    assert all(f == flags["evaluate"] for f in flags.values())
+    for name in ("evaluate", "explain", "masf"):
+        assert {"split", "limit", "device", "provider", "token_budget"} <= {
+            p.name for p in commands[name].params
+        }
+    assert not {"split", "limit", "provider"} & {p.name for p in commands["train"].params}
+
+
+@pytest.mark.parametrize(
+    ("pair", "message"),
+    [
+        ("ig_stepz=3", "unknown measure option(s) ig_stepz"),
+        ("ig_steps=0", "ig_steps must be an integer >= 1"),
+    ],
+)
+def test_a_bad_measure_option_exits_2_before_any_work(capsys, tmp_path, pair, message) -> None:
+    out = tmp_path / "out"
+    for command in ("evaluate", "explain"):
+        target = out if command == "evaluate" else out / "e.jsonl"
+        code = main(
+            [
+                command,
+                "--model",
+                "no-model",
+                "-m",
+                "int-grad-sign",
+                "--measure-option",
+                pair,
+                "--out",
+                str(target),
+            ]
+        )
+        err = capsys.readouterr().err
+        assert code == 2 and err.startswith("fmm-fast: error: ") and message in err and err.count("\n") == 1
+    assert not out.exists()

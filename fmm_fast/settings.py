@@ -53,6 +53,8 @@ class EngineOptions:
 class RunSettings:
     """What every settings dataclass shares: its record form and its fingerprint."""
 
+    backend: BackendOptions  # every run has one (a field of each subclass)
+
     def to_dict(self) -> dict[str, Any]:
         """Every field, nested options as objects: the record's "arguments"."""
         return json.loads(json.dumps(asdict(self)))  # type: ignore[call-overload]  # tuples → lists
@@ -69,8 +71,9 @@ class RunSettings:
         return cls(**{**values, **nested})
 
     def fingerprint_fields(self) -> dict[str, Any]:
-        """The fields that decide the run's numbers (all of them unless a subclass narrows it)."""
-        return self.to_dict()
+        """The fields that decide the run's numbers: all but the engine's and the device's cost knobs."""
+        fields = {name: value for name, value in self.to_dict().items() if name not in ("engine", "backend")}
+        return {**fields, "precision": self.backend.precision}
 
     def ran_in(self, precision: str) -> Self:
         """These settings with the precision that ran (auto resolved, fmm_fast.precision): what a resumed
@@ -151,13 +154,9 @@ class EvaluationSettings(RunSettings):
             get_measure(name, **self.measure_options)  # a typo fails before any work
 
     def fingerprint_fields(self) -> dict[str, Any]:
-        return {
-            "model": self.model,
-            "data": asdict(self.data),
-            "seed": self.seed,
-            "measure_options": self.measure_options,
-            "precision": self.backend.precision,
-        }
+        fields = super().fingerprint_fields()
+        del fields["measures"], fields["save_masked"]
+        return fields
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from fmm_fast.cli.app import app
 from fmm_fast.cli.options import parse_measure_options
 from fmm_fast.errors import UserError
 from fmm_fast.pipeline import DataOptions
-from fmm_fast.report import load_result
+from fmm_fast.report.load import load_result
 from fmm_fast.runrecord import read_record, write_record
 from fmm_fast.settings import (
     EngineOptions,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -182,11 +183,15 @@ def _label_index(label: str | int, names: list[str]) -> int:
 
 
 def save_explanations(path: Path, explanations: list[Explanation], extra: list[dict] | None = None) -> None:
-    """One JSON object per line (non-finite scores follow the run records' NaN policy)."""
-    with Path(path).open("w") as handle:
+    """One JSON object per line (non-finite scores follow the run records' NaN policy); atomic (a temporary
+    file renamed over `path`), so a killed run leaves no half-written file."""
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.tmp")
+    with temporary.open("w") as handle:
         for i, item in enumerate(explanations):
             record = asdict(item) | (extra[i] if extra else {})
             handle.write(dumps_record(record, indent=None))
+    os.replace(temporary, path)
 
 
 def load_explanations(path: Path) -> list[Explanation]:

@@ -7,6 +7,7 @@ Every finished (measure, ratio) step is written to `<out>/state/` at once, so a 
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +23,7 @@ from fmm_fast.masking import masked_count
 from fmm_fast.measures import get_measure
 from fmm_fast.measures.base import ExplainBatch, Measure
 from fmm_fast.metrics import compute_metrics
+from fmm_fast.outputs import claim_directory
 from fmm_fast.runrecord import read_record, versions, write_record
 from fmm_fast.settings import EvaluationSettings
 from fmm_fast.stats import RATIOS, acu_racu
@@ -117,24 +119,26 @@ class ErasureRun:
         ]
 
     # -- state ---------------------------------------------------------------------------------
-    def _state_path(self, measure: str) -> Path:
-        return self.state_dir / f"{measure}.json"
+    def _load_state(self, name: str) -> dict | None:
+        """A saved state, or None when there is none or it is damaged (then with a warning: recomputed).
 
-    def _load_state(self, measure: str) -> dict | None:
-        path = self._state_path(measure)
+        Which run the states belong to is settled by the directory's run marker (claim_directory).
+        """
+        path = self.state_dir / f"{name}.json"
         if not path.is_file():
             return None
-        state = read_record(path)
-        if state.get("fingerprint") != self.settings.fingerprint():
-            raise UserError(
-                f"'{self.out_dir}' holds a run with other arguments (model, data options, seed, measure "
-                "options or precision); use a new --out to start a new run"
-            )
+        try:
+            state = read_record(path)
+            if ("r0" if name == "shared" else "curve") not in state:
+                raise ValueError("not a state record")
+        except (OSError, UnicodeDecodeError, ValueError, LookupError, TypeError) as error:
+            print(f"fmm-fast: warning: {path} is damaged ({error}); recomputing it", file=sys.stderr)
+            return None
         return state
 
-    def _save_state(self, measure: str, state: dict) -> None:
+    def _save_state(self, name: str, state: dict) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        write_record(self._state_path(measure), state)
+        write_record(self.state_dir / f"{name}.json", state)
 
     def _engine_for(self, measure: Measure) -> MaskBatchEngine:
         if not measure.needs_gradients:
@@ -149,7 +153,6 @@ class ErasureRun:
     def run_measure(self, name: str, shared: dict[str, dict[str, float]]) -> dict:
         """Curve of one measure; resumes from its state file. Returns the finished state."""
         state = self._load_state(name) or {
-            "fingerprint": self.settings.fingerprint(),
             "measure": name,
             "curve": [shared["r0"]],
             "masked": [[] for _ in self.split.input_ids],
@@ -224,19 +227,16 @@ class ErasureRun:
     def run(self) -> dict:
         """All curves (rand first), ACU/RACU, and the result record (also written as result.json)."""
         started = time.perf_counter()
-        shared_path = self.state_dir / "shared.json"
-        if shared_path.is_file():
-            shared = read_record(shared_path)
-            if shared.get("fingerprint") != self.settings.fingerprint():
-                raise UserError(f"'{self.out_dir}' holds a run with other arguments; use a new --out")
-        else:
+        claim_directory(self.out_dir, "evaluate", self.settings.fingerprint_fields())
+        shared = self._load_state("shared")
+        if shared is None:
+            predictions = self.engine.logits(list(self.split.input_ids)).argmax(axis=1)
             shared = {
-                "fingerprint": self.settings.fingerprint(),
-                "r0": self._score(list(self.split.input_ids)),
+                "r0": compute_metrics(self.split.labels, predictions, self.engine.info.num_labels),
                 "r1": self._score(self._fully_masked()),
+                "r0_predicted": np.bincount(predictions, minlength=self.engine.info.num_labels).tolist(),
             }
-            self.state_dir.mkdir(parents=True, exist_ok=True)
-            write_record(shared_path, shared)
+            self._save_state("shared", shared)
         # canonical names ("beam" → "beam-sign-10"): one state file and one result key per measure
         names = list(
             dict.fromkeys(
@@ -247,9 +247,17 @@ class ErasureRun:
             )
         )
         states = {name: self.run_measure(name, shared) for name in names}
-        return self._result(states, time.perf_counter() - started)
+        return self._result(states, shared, time.perf_counter() - started)
 
-    def _result(self, states: dict[str, dict], seconds: float) -> dict:
+    def _undefined_racu_reason(self, shared: dict) -> str:
+        """Why RACU has no value: the rand curve is flat, most often because the model predicts one class."""
+        counts = np.asarray(shared["r0_predicted"])
+        if np.count_nonzero(counts) == 1:
+            label = self.engine.info.label_names[int(counts.argmax())]
+            return f"the model predicts one class ('{label}' for all {int(counts.sum())} examples)"
+        return f"random masking leaves the {self.metric} unchanged (a flat rand curve)"
+
+    def _result(self, states: dict[str, dict], shared: dict, seconds: float) -> dict:
         metric_names = list(states[BASELINE]["curve"][0])
         curves = {
             name: {m: [point[m] for point in s["curve"]] for m in metric_names} for name, s in states.items()
@@ -270,6 +278,9 @@ class ErasureRun:
             }
             for i, name in enumerate(names)
         }
+        for i, name in enumerate(names):
+            if np.isnan(racu[i]):
+                measures[name]["racu_undefined"] = self._undefined_racu_reason(shared)
         return {
             "curves": curves,
             "measures": measures,

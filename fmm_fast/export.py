@@ -111,7 +111,7 @@ def export_onnx(
     from PyTorch by more than the tolerances.
     """
     out_path = Path(out_path)
-    _check_options(out_path, opset, quantize, fp16)
+    check_export_options(out_path, opset, quantize, fp16)
     checkpoint = Path(checkpoint_dir).resolve()
     model, tokenizer, info = load_checkpoint(checkpoint)
     info = replace(info, source=str(checkpoint))
@@ -172,7 +172,9 @@ def _first_verified(
     )
 
 
-def _check_options(out_path: Path, opset: int, quantize: str | None, fp16: bool) -> None:
+def check_export_options(out_path: Path, opset: int, quantize: str | None, fp16: bool) -> None:
+    """UserError for an --out that is not .onnx, an unknown --quantize, both precisions, a bad --opset, or a
+    missing ONNX Runtime."""
     if out_path.suffix != ".onnx":
         raise UserError(f"--out '{out_path}' must end in .onnx (that is how fmm-fast recognises ONNX models)")
     if quantize is not None and quantize not in QUANTIZATIONS:

@@ -38,6 +38,11 @@ def load_model(path: str | Path, options: BackendOptions = BackendOptions()) -> 
     goes to stderr.
     """
     path = Path(path)
+    if path.suffix == ".onnx" and path.is_dir() and not is_checkpoint(path):
+        raise UserError(
+            f"'{path}' is a directory, not an ONNX file; pass the .onnx file `fmm-fast export` wrote or a "
+            "checkpoint directory from `fmm-fast train`"
+        )
     if path.suffix == ".onnx" or (path.is_file() and not is_checkpoint(path)):
         if not path.is_file():
             raise UserError(f"ONNX model '{path}' does not exist; create it with `fmm-fast export`")

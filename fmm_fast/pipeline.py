@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from fmm_fast.data import load_dataset
 from fmm_fast.data.base import TextDataset
 from fmm_fast.errors import UserError
+from fmm_fast.labels import model_label_indices
 from fmm_fast.loading import LoadedModel
 from fmm_fast.tokenization import encode_split
 from fmm_fast.types import EncodedSplit
@@ -19,6 +20,8 @@ class DataOptions:
 
     `data_seed` draws generated bAbI sets, subsets and local-file splits; every command uses 0 so that
     training, evaluation and MaSF see the same splits (it is not the seed of a run's model or masks).
+    `label_map` pairs (dataset label, model label) where the names differ; `metric` is a local file's
+    primary metric (accuracy | macro-f1; None: accuracy).
     """
 
     dataset: str
@@ -30,11 +33,17 @@ class DataOptions:
     pair_field: str | None = None
     label_field: str | None = None
     data_seed: int = 0
+    label_map: tuple[tuple[str, str], ...] = ()
+    metric: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "label_map", tuple(tuple(pair) for pair in self.label_map))  # from JSON
 
     def load(self) -> TextDataset:
         return load_dataset(
             self.dataset,
             seed=self.data_seed,
+            metric=self.metric,
             size=self.size,
             test_size=self.test_size,
             text_field=self.text_field,
@@ -46,20 +55,16 @@ class DataOptions:
 def open_split(
     model: LoadedModel, options: DataOptions, split: str | None = None
 ) -> tuple[TextDataset, EncodedSplit]:
-    """Load, check against the model's labels, truncate to --limit and tokenize with the model's tokenizer."""
+    """Load, match the labels to the model's by name (the split's labels become model label indices),
+    truncate to --limit and tokenize with the model's tokenizer."""
     dataset = options.load()
     name = split or options.split
     if name not in dataset.splits:
         raise UserError(
             f"dataset '{dataset.name}' has no split '{name}'; choose one of {sorted(dataset.splits)}"
         )
-    if len(dataset.label_names) != model.info.num_labels:
-        raise UserError(
-            f"the model has {model.info.num_labels} labels {model.info.label_names} but dataset "
-            f"'{dataset.name}' has {len(dataset.label_names)} {dataset.label_names}; "
-            "use a model trained on it"
-        )
-    text_split = dataset.splits[name]
+    to_model = model_label_indices(dataset.label_names, model.info.label_names, options.label_map)
+    text_split = replace(dataset.splits[name], labels=to_model[dataset.splits[name].labels])
     if options.limit is not None:
         if options.limit < 1:
             raise UserError(f"--limit must be at least 1, got {options.limit}")

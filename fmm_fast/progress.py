@@ -5,8 +5,8 @@ import sys
 from tqdm import tqdm
 
 
-def progress_bar(total: int, desc: str, unit: str = "ex") -> tqdm:
-    """Shown on a terminal only (disable=None), so logs and CI output stay clean."""
+def progress_bar(total: int, desc: str, unit: str = "ex", quiet: bool = False) -> tqdm:
+    """Shown on a terminal only (disable=None), so logs and CI output stay clean; never when quiet."""
     return tqdm(
         total=total,
         desc=f"{desc:>14}",
@@ -14,5 +14,5 @@ def progress_bar(total: int, desc: str, unit: str = "ex") -> tqdm:
         file=sys.stderr,
         leave=False,
         dynamic_ncols=True,
-        disable=None,
+        disable=True if quiet else None,
     )

@@ -132,19 +132,6 @@ def ensure_writable(directory: str | Path) -> Path:
     return directory
 
 
-def prepare_out_dir(path: str | Path, allowed: set[str] | frozenset[str] = frozenset()) -> Path:
-    """A writable output directory that holds nothing but the `allowed` names (created when missing).
-
-    UserError when it already holds anything else, so one run never mixes its files with another's.
-    """
-    path = Path(path)
-    if path.is_dir():
-        unexpected = sorted(entry.name for entry in path.iterdir() if entry.name not in allowed)
-        if unexpected:
-            raise UserError(f"output directory {path} is not empty; choose a new --out or remove it")
-    return ensure_writable(path)
-
-
 class Stopwatch:
     """Wall time since creation, or since entering `with Stopwatch() as clock:` until leaving it."""
 

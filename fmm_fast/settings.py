@@ -13,6 +13,7 @@ import hashlib
 import json
 import math
 from dataclasses import asdict, dataclass, field, is_dataclass, replace
+from pathlib import Path
 from typing import Any, Self, get_type_hints
 
 from fmm_fast.backends.options import BackendOptions, check
@@ -21,6 +22,7 @@ from fmm_fast.errors import UserError
 from fmm_fast.masf import check_calibration_method
 from fmm_fast.masking import DEFAULT_STRATEGY, TRAINING_BATCH_SIZE, check_strategy
 from fmm_fast.measures.registry import check_measure_options, get_measure
+from fmm_fast.model_digest import model_sha256
 from fmm_fast.models import TINY_ROBERTA
 from fmm_fast.pipeline import DataOptions
 
@@ -50,6 +52,12 @@ class EngineOptions:
         )
 
 
+def _content(model: str) -> str:
+    """A model's sha256 (see fmm_fast.model_digest); its name where no such path exists (a hub model,
+    tiny-roberta, a test double)."""
+    return f"sha256:{model_sha256(model)}" if Path(model).exists() else model
+
+
 class RunSettings:
     """What every settings dataclass shares: its record form and its fingerprint."""
 
@@ -71,9 +79,15 @@ class RunSettings:
         return cls(**{**values, **nested})
 
     def fingerprint_fields(self) -> dict[str, Any]:
-        """The fields that decide the run's numbers: all but the engine's and the device's cost knobs."""
+        """The fields that decide the run's numbers: all but the engine's and the device's cost knobs, with
+        the content digest of each model file in place of its path (a model re-exported to the same path
+        is another model)."""
         fields = {name: value for name, value in self.to_dict().items() if name not in ("engine", "backend")}
-        return {**fields, "precision": self.backend.precision}
+        if "model" in fields:
+            fields["model"] = _content(fields["model"])
+        if "models" in fields:
+            fields["models"] = [_content(path) for path in fields["models"]]
+        return {**fields, "precision": self.backend.precision, "provider": self.backend.provider}
 
     def ran_in(self, precision: str) -> Self:
         """These settings with the precision that ran (auto resolved, fmm_fast.precision): what a resumed

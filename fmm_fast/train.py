@@ -13,6 +13,8 @@ run.json is rewritten after every epoch ("finished": false), so a running job ca
 from __future__ import annotations
 
 import math
+import shutil
+import sys
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
@@ -45,7 +47,8 @@ from fmm_fast.models import (
     quiet_transformers,
     save_checkpoint,
 )
-from fmm_fast.runrecord import Stopwatch, prepare_out_dir, versions, write_record
+from fmm_fast.outputs import check_directory, claim_directory
+from fmm_fast.runrecord import Stopwatch, versions, write_record
 from fmm_fast.settings import BUCKET_BATCHES, WEIGHT_DECAY, TrainSettings
 from fmm_fast.tokenization import encode_split
 from fmm_fast.types import EncodedSplit, ModelInfo, pad_batch
@@ -199,6 +202,21 @@ def selection_metric(
 # ---------------------------------------------------------------------------------------------- training
 
 
+def one_class_warning(predictions: np.ndarray, label_names: list[str], epoch: int) -> str | None:
+    """The warning for a selected model that predicts one class on the whole validation split, or None.
+
+    predictions: (N,) int64 unmasked validation predictions of the selected epoch.
+    """
+    predicted = np.unique(predictions)
+    if len(predicted) != 1:
+        return None
+    return (
+        f"the selected model (epoch {epoch}) predicts one class ('{label_names[int(predicted[0])]}') for all "
+        f"{len(predictions)} validation examples: its erasure curves will be flat and RACU undefined; train "
+        "longer or with another --lr (for imbalanced classes, select with --metric macro-f1)"
+    )
+
+
 def build_model(
     model_name: str, dataset: TextDataset, layers: int, width: int, seed: int
 ) -> tuple[SequenceClassifier, Tokenizer, ModelInfo]:
@@ -235,14 +253,20 @@ def run_epoch(
 
 
 def train(
-    settings: TrainSettings, out_dir: str | Path, progress: bool = True, dataset: TextDataset | None = None
+    settings: TrainSettings,
+    out_dir: str | Path,
+    progress: bool = True,
+    dataset: TextDataset | None = None,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Fine-tune settings.model on settings.data with masking settings.strategy; write out_dir/model and
     out_dir/run.json.
 
     dataset: the data itself when it does not come from settings.data (e.g. built in memory); settings.data
     still names it in run.json. The LR schedule spans the steps max_steps caps it to (epochs after the cap
-    are not run). Returns the run record (see the module docstring).
+    are not run). out_dir must be new, empty or hold a run of these same settings, which is then trained
+    again from the start (overwrite: replace whatever run it holds). Returns the run record (see the module
+    docstring).
     """
     total_clock = Stopwatch()
     quiet_transformers()  # save_pretrained's progress bars would interleave with ours
@@ -250,13 +274,18 @@ def train(
         raise UserError(
             "--device cuda was asked for but PyTorch sees no CUDA device; use --device auto or cpu"
         )
-    out_dir = prepare_out_dir(out_dir)
+    out_dir = Path(out_dir)
+    fields = settings.fingerprint_fields()
+    check_directory(out_dir, "train", fields, overwrite)  # before any work; claimed once the data loads
     if dataset is None:
         dataset = settings.data.load()
     epochs = dataset.epochs if settings.epochs is None else settings.epochs
     strategy, seed, batch_size = settings.strategy, settings.seed, settings.batch_size
     model_name = settings.model
     model, tokenizer, info = build_model(model_name, dataset, settings.layers, settings.width, seed)
+    claim_directory(out_dir, "train", fields, overwrite)
+    for stale in (out_dir / RUN_FILE, out_dir / MODEL_DIR):  # a rerun of this same run starts afresh
+        shutil.rmtree(stale) if stale.is_dir() else stale.unlink(missing_ok=True)
     # The checkpoint is its own source (load_checkpoint fills its path in); the base model goes in run.json.
     info = replace(info, strategy=strategy, dataset=dataset.name, source="")
     torch_device = resolve_torch_device(settings.backend.device)
@@ -303,6 +332,7 @@ def train(
         "versions": versions(),
     }
     best_score = -math.inf
+    best_predictions = np.empty(0, dtype=np.int64)
     steps_left = total_steps
     durations = {"training": 0.0, "validation": 0.0}
     bar = tqdm(
@@ -335,6 +365,7 @@ def train(
             )
             if score > best_score:  # among equal epochs the first wins
                 best_score = score
+                best_predictions = unmasked_predictions
                 record["best_epoch"] = epoch
                 save_checkpoint(out_dir / MODEL_DIR, model, tokenizer, info)
         durations["training"] += train_clock.seconds
@@ -360,9 +391,13 @@ def train(
         )
     majority_label = int(np.bincount(test_split.labels, minlength=num_labels).argmax())
     majority_predictions = np.full(len(test_split), majority_label, dtype=np.int64)
+    one_class = one_class_warning(best_predictions, dataset.label_names, record["best_epoch"])
+    if one_class:
+        print(f"fmm-fast: warning: {one_class}", file=sys.stderr)
     record.update(
         {
             "finished": True,
+            "one_class_warning": one_class,
             "test": test_metrics,
             "majority_baseline": float(np.mean(test_split.labels == majority_label)),
             "majority_label": dataset.label_names[majority_label],

@@ -290,6 +290,19 @@ def test_local_file_string_labels_sort(tmp_path):
     assert dataset.label_names == ["neg", "pos"] and dataset.name == str(path)
 
 
+def test_local_file_metric_is_chosen_with_metric(tmp_path):
+    path = tmp_path / "spam.jsonl"
+    rows = [{"text": f"t{i}", "label": "spam" if i % 10 == 0 else "ham"} for i in range(50)]
+    path.write_text("\n".join(json.dumps(row) for row in rows))
+    assert load_dataset(str(path), text_field="text", label_field="label").metric == "accuracy"
+    imbalanced = load_dataset(str(path), text_field="text", label_field="label", metric="macro-f1")
+    assert imbalanced.metric == "macro_f1"
+    with pytest.raises(UserError, match="unknown --metric 'f1'"):
+        load_dataset(str(path), text_field="text", label_field="label", metric="f1")
+    with pytest.raises(UserError, match="--metric are for local files only"):
+        load_dataset("babi-1", metric="macro-f1")
+
+
 def test_local_file_errors(tmp_path):
     path = tmp_path / "reviews.csv"
     _write(path, LOCAL_TABLE)

@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+from doubles import LookupBackend
 
 from fmm_fast.backends.base import ForwardOutput
 from fmm_fast.engine import MaskBatchEngine
@@ -137,10 +138,30 @@ def test_resume_refuses_a_directory_of_another_run(tmp_path):
     run_erasure(tmp_path, ["loo-abs"])
     settings = EvaluationSettings("other-model", DataOptions("synthetic"), ("loo-abs",))
     run = ErasureRun(settings, key_token_split(), MaskBatchEngine(KeyTokenBackend()), tmp_path, "accuracy")
-    with pytest.raises(UserError, match="other arguments"):
+    with pytest.raises(UserError, match=r"differs in model \("):
         run.run()
+
+
+def test_a_damaged_state_file_is_recomputed_with_a_warning(tmp_path, capsys):
+    uninterrupted = run_erasure(tmp_path / "a", ["loo-abs"])
+    run_erasure(tmp_path / "b", ["loo-abs"])
+    state = tmp_path / "b" / "state" / "loo-abs.json"
+    state.write_text(state.read_text()[:40])  # truncated, as a full disk might leave it
+    resumed = run_erasure(tmp_path / "b", ["loo-abs"])
+    assert f"{state} is damaged" in capsys.readouterr().err
+    assert resumed["curves"] == uninterrupted["curves"]
 
 
 def test_results_use_canonical_measure_names(tmp_path):
     result = run_erasure(tmp_path, ["beam-sign-10", "beam", "rand"])
     assert list(result["curves"]) == ["rand", "beam-sign-10"]  # "beam" is beam-sign-10, run once
+
+
+def test_degenerate_racu_is_explained_not_a_bare_nan(tmp_path):
+    constant = LookupBackend(lambda ids: np.array([0.0, 1.0]))  # always label1
+    settings = EvaluationSettings("constant", DataOptions("synthetic"), ("loo-abs",))
+    result = ErasureRun(settings, key_token_split(), MaskBatchEngine(constant), tmp_path, "accuracy").run()
+    assert np.isnan(result["measures"]["loo-abs"]["racu"])
+    reason = "the model predicts one class ('label1' for all 60 examples)"
+    assert result["measures"]["loo-abs"]["racu_undefined"] == reason
+    assert result["measures"]["rand"]["racu_undefined"] == reason

@@ -349,6 +349,19 @@ def test_nan_racu_of_a_flat_baseline_prints_na(tmp_path: Path):
     assert loo["racu"]["mean"] is None and loo["acu"]["mean"] == 0.0
 
 
+def test_an_undefined_racu_says_why(tmp_path: Path):
+    path = write_result(tmp_path, "sst2", "masked", 0, {"rand": (0.0, 0.0), "loo-abs": (0.0, 0.0)}, 0.9)
+    reason = "the model predicts one class ('negative' for all 100 examples)"
+    path.write_text(
+        path.read_text().replace('"racu": 0.0', f'"racu": NaN, "racu_undefined": "{reason}"')
+    )
+    out = tmp_path / "out"
+    write_report([tmp_path], out)
+    assert table_rows((out / "table.md").read_text(), "masked")["loo-abs"] == ["RACU", f"undefined: {reason}"]
+    loo = json.loads((out / "report.json").read_text())["groups"][0]["measures"]["loo-abs"]
+    assert loo["racu_undefined"] == [reason]
+
+
 def test_plot_run_curves_keeps_every_seed(results: Path, tmp_path: Path):
     # The figure `fmm-fast evaluate` draws for its own seeds shows the non-converged one too.
     paths = sorted(results.glob("babi-2-masked-s*/result.json"))

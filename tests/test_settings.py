@@ -53,7 +53,7 @@ def test_evaluation_fingerprint_covers_what_changes_the_numbers_only() -> None:
     same = [
         replace(base, measures=("loo-abs", "grad-l2")),  # a rerun may add measures
         replace(base, engine=EngineOptions(token_budget=99, explain_batch_rows=3)),
-        replace(base, backend=BackendOptions(device="cpu", provider="cpu")),
+        replace(base, backend=BackendOptions(device="cpu")),
         replace(base, save_masked=True),
     ]
     other = [
@@ -62,6 +62,9 @@ def test_evaluation_fingerprint_covers_what_changes_the_numbers_only() -> None:
         replace(base, data=replace(DATA, size=41)),
         replace(base, data=replace(DATA, data_seed=1)),
         replace(base, measure_options={"ig_steps": 5}),
+        replace(base, backend=BackendOptions(provider="cpu")),  # the "precision/provider"
+        replace(base, data=replace(DATA, label_map=(("a", "negative"),))),
+        replace(base, data=replace(DATA, metric="macro-f1")),
     ]
     assert all(s.fingerprint() == base.fingerprint() for s in same)
     assert len({s.fingerprint() for s in [base, *other]}) == 1 + len(other)
@@ -170,7 +173,7 @@ def test_every_command_that_opens_a_dataset_has_the_same_data_options() -> None:
 
     commands = _commands()
     flags = {name: data_flags(commands[name]) for name in ("train", "evaluate", "explain", "masf")}
-    assert len(flags["evaluate"]) == 6
+    assert len(flags["evaluate"]) == 8  # dataset, size, test_size, 3 fields, metric, label_map
     assert all(f == flags["evaluate"] for f in flags.values())
     for name in ("evaluate", "explain", "masf"):
         assert {"split", "limit", "device", "provider", "token_budget"} <= {

@@ -35,12 +35,18 @@ def _usage_error_types() -> tuple[tuple[type, ...], tuple[type, ...]]:
     return tuple(usage), tuple(abort)
 
 
+def _one_line(message: str) -> str:
+    """The message with line breaks and other unprintable characters (a binary file's bytes quoted by a
+    parser) shown as spaces: a user error is always one line."""
+    return "".join(c if c.isprintable() else " " for c in message)
+
+
 def main(argv: list[str] | None = None) -> int:
     _register()
     try:
         app(args=argv, standalone_mode=False)
     except UserError as error:
-        print(f"fmm-fast: error: {error}", file=sys.stderr)
+        print(f"fmm-fast: error: {_one_line(str(error))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(
@@ -52,8 +58,13 @@ def main(argv: list[str] | None = None) -> int:
         return int(exit_.code or 0)
     except Exception as error:  # usage errors (typer vendors its own click, so check both)
         usage_errors = _usage_error_types()
-        if isinstance(error, usage_errors[0]):
-            error.show()
+        if isinstance(error, usage_errors[0]):  # one line, like every other user mistake
+            context = getattr(error, "ctx", None)
+            command = f" {context.info_name}" if context is not None and context.parent is not None else ""
+            print(
+                f"fmm-fast: error: {_one_line(error.format_message())} (see fmm-fast{command} --help)",
+                file=sys.stderr,
+            )
             return 2
         if isinstance(error, usage_errors[1]):
             return 1

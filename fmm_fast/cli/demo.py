@@ -14,8 +14,8 @@ from fmm_fast.demo import BEAM_MEASURE, DemoConfig, run_demo
 def demo(
     out: Path = typer.Option(Path("demo-output"), "--out", help="Where every step writes its files."),
     full: bool = typer.Option(False, "--full", help="Whole training set, 3 epochs, the whole test split."),
-    eval_limit: int | None = typer.Option(None, help="Test sentences for the recursive curves."),
-    beam_limit: int | None = typer.Option(None, help="Test sentences for beam search."),
+    eval_limit: int | None = typer.Option(None, min=1, help="Test sentences for the recursive curves."),
+    beam_limit: int | None = typer.Option(None, min=1, help="Test sentences for beam search."),
 ) -> None:
     """The whole method offline in minutes: masked fine-tuning, ONNX, seven measures, MaSF, one table.
 

@@ -14,22 +14,27 @@ from fmm_fast.cli.app import app
 from fmm_fast.cli.options import (
     MeasureOptionsOption,
     ModelOption,
+    OverwriteOption,
+    QuietOption,
     backend_options,
     data_options,
     engine_options,
     parse_measure_options,
 )
+from fmm_fast.data.base import TextDataset
 from fmm_fast.engine import MaskBatchEngine
 from fmm_fast.errors import UserError
 from fmm_fast.evaluate import BASELINE, evaluate_model
 from fmm_fast.external import ExternalExplanation, load_explanations
 from fmm_fast.loading import LoadedModel, load_model
+from fmm_fast.outputs import check_container, check_directory, output_lock
 from fmm_fast.peer_evaluation import PeerRunSettings, check_fresh, render_peer_table, run_peer_evaluation
 from fmm_fast.pipeline import DataOptions, open_split
 from fmm_fast.progress import progress_bar
-from fmm_fast.runrecord import ensure_writable
 from fmm_fast.settings import BackendOptions, EngineOptions, EvaluationSettings
 from fmm_fast.types import EncodedSplit
+
+CURVE_FILES = ("curves.csv", "curves.png")
 
 
 @app.command()
@@ -44,11 +49,14 @@ def evaluate(
         ["loo-abs"], "--measure", "-m", help="Importance measure; repeat for several. `rand` always runs."
     ),
     measure_option: MeasureOptionsOption = [],  # noqa: B006  (typer copies the default)
-    seed: list[int] = typer.Option([0], "--seed", help="Seed of the `rand` baseline; repeat for several."),
+    seed: list[int] = typer.Option(
+        [0], "--seed", min=0, help="Seed of the `rand` baseline; repeat for several."
+    ),
     save_masked: bool = typer.Option(
         False, help="Save every masked test set (for `fmm-fast masf --measure`)."
     ),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+    overwrite: OverwriteOption = False,
+    quiet: QuietOption = False,
     protocol: str = typer.Option(
         "recursive",
         help="recursive: SPEC §4 erasure curves. aopc: SPEC §8 AOPC comprehensiveness, AOPC sufficiency and "
@@ -66,8 +74,9 @@ def evaluate(
 ) -> None:
     """Recursive erasure at r = 0, 0.1, ..., 1 (SPEC §4) and ACU/RACU against `rand` (SPEC §5).
 
-    Finished steps are saved as they complete: rerun the same command to resume an interrupted run.
-    Writes OUT/seed-S/result.json (one per seed), OUT/curves.csv and OUT/curves.png.
+    Finished steps are saved as they complete: rerun the same command to resume an interrupted run (only
+    the same model file content, data options and precision resume). Writes OUT/seed-S/result.json (one per
+    seed), OUT/curves.csv and OUT/curves.png.
 
     With --protocol aopc every explanation is computed once on the unmasked input and scored with SPEC §8's
     metrics (dataset means with 95% bootstrap CIs) and a non-recursive erasure curve; writes
@@ -96,56 +105,64 @@ def evaluate(
         raise UserError(
             "--save-masked belongs to the recursive protocol; drop it or use --protocol recursive"
         )
-    ensure_writable(out)
-    if protocol == "aopc":
+    check_container(out, _own_entry)
+    runs = {s: replace(settings, seed=s) for s in seed}
+    if protocol == "aopc" and not overwrite:
         for s in seed:
             check_fresh(out / f"seed-{s}")  # before any work: a finished run is never overwritten
     loaded = load_model(model, backend)
+    if protocol == "recursive":
+        for s, run in runs.items():  # before any work: each seed directory is new or resumes this run
+            fields = run.ran_in(loaded.precision.used).fingerprint_fields()
+            check_directory(out / f"seed-{s}", "evaluate", fields, overwrite)
     text_dataset, encoded = open_split(loaded, data)
     external = [load_explanations(path, encoded, loaded.tokenizer) for path in explanations]
     if len({e.name for e in external}) < len(external):
         raise UserError("two --explanations files share a name; give each file its own name")
-    mask_engine = MaskBatchEngine(loaded.backend, token_budget=engine.token_budget)
-    print(
-        f"model {model} on {loaded.backend.name}; {text_dataset.name}/{data.split}: {len(encoded)} examples; "
-        f"measures: {', '.join([BASELINE, *[m for m in measure if m != BASELINE]])}",
-        file=sys.stderr,
-    )
-    if protocol == "aopc":
-        _evaluate_aopc(
-            loaded,
-            encoded,
-            text_dataset.name,
-            text_dataset.metric,
-            data,
-            model,
-            out,
-            measure,
-            seed,
-            external,
-            backend,
-            mask_engine,
-            quiet,
+    with output_lock(out):
+        check_container(out, _own_entry, overwrite)
+        mask_engine = MaskBatchEngine(loaded.backend, token_budget=engine.token_budget)
+        print(
+            f"model {model} on {loaded.backend.name}; {text_dataset.name}/{data.split}: {len(encoded)} "
+            f"examples; measures: {', '.join([BASELINE, *[m for m in measure if m != BASELINE]])}",
+            file=sys.stderr,
         )
-        return
+        if protocol == "aopc":
+            _evaluate_aopc(
+                loaded, encoded, text_dataset.name, text_dataset.metric, data, model, out, measure, seed,
+                external, backend, mask_engine, quiet,
+            )  # fmt: skip
+        else:
+            _evaluate_seeds(out, runs, loaded, text_dataset, encoded, mask_engine, quiet)
+
+
+def _own_entry(name: str) -> bool:
+    """The entries `evaluate` writes to OUT: seed directories and the curve files."""
+    return name.startswith("seed-") or name in CURVE_FILES
+
+
+def _evaluate_seeds(
+    out: Path,
+    runs: dict[int, EvaluationSettings],
+    loaded: LoadedModel,
+    text_dataset: TextDataset,
+    encoded: EncodedSplit,
+    engine: MaskBatchEngine,
+    quiet: bool,
+) -> None:
+    """Every seed's recursive curves into OUT/seed-S, then the curves of all seeds as CSV and PNG."""
     rows = []
-    for s in seed:
+    for s, settings in runs.items():
         run_dir = out / f"seed-{s}"
         record = evaluate_model(
-            loaded,
-            text_dataset,
-            encoded,
-            replace(settings, seed=s),
-            run_dir,
-            mask_engine,
-            None if quiet else progress_bar,
+            loaded, text_dataset, encoded, settings, run_dir, engine, None if quiet else progress_bar
         )
         rows += _curve_rows(record)
         _print_summary(record, run_dir)
     _write_csv(out / "curves.csv", rows)
     from fmm_fast.report.plots import plot_run_curves
 
-    plot_run_curves([out / f"seed-{s}" / "result.json" for s in seed], out / "curves.png")
+    plot_run_curves([out / f"seed-{s}" / "result.json" for s in runs], out / "curves.png")
     print(f"wrote {out / 'curves.csv'}, {out / 'curves.png'}")
 
 
@@ -226,12 +243,17 @@ def _print_summary(record: dict, run_dir: Path) -> None:
         f"primary metric {metric} (majority baseline {record['majority_baseline']:.3f})"
     )
     print(f"{'measure':<16}{'signed':>7}{'r=0':>8}{'r=0.5':>8}{'r=1':>8}{'ACU':>9}{'RACU':>9}{'seconds':>9}")
+    undefined = set()
     for name, m in record["measures"].items():
         curve = record["curves"][name][metric]
+        racu = "undef.*" if "racu_undefined" in m else f"{100 * m['racu']:.1f}"
+        undefined.update([m["racu_undefined"]] if "racu_undefined" in m else [])
         print(
             f"{name:<16}{'yes' if m['signed'] else 'no':>7}{curve[0]:>8.3f}{curve[5]:>8.3f}{curve[-1]:>8.3f}"
-            f"{100 * m['acu']:>9.1f}{100 * m['racu']:>9.1f}{m['seconds']:>9.1f}"
+            f"{100 * m['acu']:>9.1f}{racu:>9}{m['seconds']:>9.1f}"
         )
+    for reason in sorted(undefined):
+        print(f"* RACU undefined: {reason}")
     print(
         f"(ACU/RACU ×100; read RACU for unsigned measures, ACU for signed ones) → {run_dir / 'result.json'}"
     )

@@ -11,6 +11,8 @@ from fmm_fast.cli.app import app
 from fmm_fast.cli.options import (
     MeasureOptionsOption,
     ModelOption,
+    OverwriteOption,
+    QuietOption,
     SeedOption,
     backend_options,
     data_options,
@@ -18,9 +20,9 @@ from fmm_fast.cli.options import (
     parse_measure_options,
 )
 from fmm_fast.loading import load_model
+from fmm_fast.outputs import check_file, output_lock
 from fmm_fast.pipeline import DataOptions, open_split
 from fmm_fast.progress import progress_bar
-from fmm_fast.runrecord import ensure_writable
 from fmm_fast.settings import BackendOptions, EngineOptions, ExplainSettings
 
 
@@ -42,6 +44,8 @@ def explain(
     html: bool = typer.Option(
         False, "--html", help="Also write OUT.html with tokens coloured by importance."
     ),
+    overwrite: OverwriteOption = False,
+    quiet: QuietOption = False,
     *,
     engine: EngineOptions,
     backend: BackendOptions,
@@ -50,25 +54,27 @@ def explain(
     settings = ExplainSettings(
         str(model), data, measure, seed, parse_measure_options(measure_option), engine, backend
     )
-    ensure_writable(out.parent if str(out.parent) else Path("."))
+    page = out.with_suffix(".html")
+    for path in [out, page] if html else [out]:
+        check_file(path, overwrite)
     loaded = load_model(model, backend)
     print(f"model {model} on {loaded.backend.name}")
     _, encoded = open_split(loaded, data)
-    with progress_bar(len(encoded), measure) as bar:
-        explanations = explain_encoded(
-            loaded,
-            encoded,
-            settings.measure,
-            settings.seed,
-            batch_rows=engine.explain_batch_rows,
-            token_budget=engine.token_budget,
-            on_batch=bar.update,
-            **settings.measure_options,
-        )
-    extra = [{"index": i, "text": t, "pair": p} for i, (t, p) in enumerate(encoded.texts)]
-    save_explanations(out, explanations, extra)
-    print(f"wrote {len(explanations)} explanations to {out}")
-    if html:
-        page = out.with_suffix(".html")
-        write_html(page, explanations)
-        print(f"wrote {page}")
+    with output_lock(out, file=True):
+        with progress_bar(len(encoded), measure, quiet=quiet) as bar:
+            explanations = explain_encoded(
+                loaded,
+                encoded,
+                settings.measure,
+                settings.seed,
+                batch_rows=engine.explain_batch_rows,
+                token_budget=engine.token_budget,
+                on_batch=bar.update,
+                **settings.measure_options,
+            )
+        extra = [{"index": i, "text": t, "pair": p} for i, (t, p) in enumerate(encoded.texts)]
+        save_explanations(out, explanations, extra)
+        print(f"wrote {len(explanations)} explanations to {out}")
+        if html:
+            write_html(page, explanations)
+            print(f"wrote {page}")

@@ -7,6 +7,8 @@ from pathlib import Path
 import typer
 
 from fmm_fast.cli.app import app
+from fmm_fast.cli.options import OverwriteOption
+from fmm_fast.outputs import check_file, output_lock
 
 
 @app.command()
@@ -18,14 +20,19 @@ def export(
         None, help="int8: dynamic quantization for CPU (a different model; agreement is reported)."
     ),
     fp16: bool = typer.Option(False, "--fp16", help="Half precision, for GPU (a different model)."),
+    overwrite: OverwriteOption = False,
 ) -> None:
     """Export a checkpoint to ONNX (logits and MaSF signals), verified against PyTorch before writing.
 
     The file carries the tokenizer, label names and the verification report, so every command takes it
     as --model. fp32 must match PyTorch within 1e-4 on the logits, or nothing is written.
     """
-    from fmm_fast.export import export_onnx, format_report
+    from fmm_fast.export import check_export_options, export_onnx, format_report
 
-    report = export_onnx(model, out, opset=opset, quantize=quantize, fp16=fp16)
+    check_export_options(out, opset, quantize, fp16)
+    check_file(out, overwrite)
+    with output_lock(out, file=True):
+        check_file(out, overwrite)  # under the lock: another process may have written it meanwhile
+        report = export_onnx(model, out, opset=opset, quantize=quantize, fp16=fp16)
     for line in format_report(report, out):
         typer.echo(line)

@@ -5,20 +5,26 @@ from __future__ import annotations
 import csv
 import sys
 import time
-from contextlib import nullcontext
 from pathlib import Path
 
 import typer
 
 from fmm_fast.cli.app import app
-from fmm_fast.cli.options import backend_options, data_options, engine_options
+from fmm_fast.cli.options import (
+    OverwriteOption,
+    QuietOption,
+    backend_options,
+    data_options,
+    engine_options,
+)
 from fmm_fast.loading import load_model
 from fmm_fast.masf import IN_DISTRIBUTION_LEVEL
 from fmm_fast.masf_run import masf_record, run_masf
+from fmm_fast.outputs import check_directory, claim_directory, output_lock
 from fmm_fast.pipeline import DataOptions
 from fmm_fast.progress import progress_bar
 from fmm_fast.report.plots import plot_p_values
-from fmm_fast.runrecord import ensure_writable, write_record
+from fmm_fast.runrecord import read_record, write_record
 from fmm_fast.settings import BackendOptions, EngineOptions, MasfSettings
 from fmm_fast.stats import RATIOS
 
@@ -40,7 +46,7 @@ def masf(
     evaluation: Path | None = typer.Option(
         None, help="An `fmm-fast evaluate --save-masked` seed directory (e.g. OUT/seed-0)."
     ),
-    seed: int = typer.Option(0, help="Seed of the calibration and random test masking."),
+    seed: int = typer.Option(0, min=0, help="Seed of the calibration and random test masking."),
     calibration: list[str] = typer.Option(
         ["in-sample"],
         "--calibration",
@@ -48,8 +54,9 @@ def masf(
         help="in-sample: the paper's method (default); split: a valid p-value (half the validation split "
         "fits level 1, the other half calibrates, SPEC §6). Repeat to score both on the same signals.",
     ),
-    calibration_seed: int = typer.Option(0, help="Seed of the split calibration's halves."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+    calibration_seed: int = typer.Option(0, min=0, help="Seed of the split calibration's halves."),
+    overwrite: OverwriteOption = False,
+    quiet: QuietOption = False,
     engine: EngineOptions,
     backend: BackendOptions,
 ) -> None:
@@ -61,7 +68,8 @@ def masf(
     p-value: fresh in-distribution inputs score too low; --calibration split is (SPEC §6).
     --size caps the calibration set too: leave it out to calibrate on the whole validation split (SPEC §6),
     which stays disjoint from a capped run's train split; a calibration of a few hundred examples
-    saturates (see the p-value floor it reports).
+    saturates (see the p-value floor it reports). Each model's result is saved in OUT/state as it
+    finishes: rerun the same command to resume.
     """
     settings = MasfSettings(
         tuple(str(m) for m in model),
@@ -74,23 +82,51 @@ def masf(
         engine,
         backend,
     )
-    ensure_writable(out)
+    check_directory(out, "masf", settings.fingerprint_fields(), overwrite)  # before any work
     started = time.perf_counter()
-    results = {}
-    for path in model:
-        loaded = load_model(path, backend)
-        print(f"model {path} on {loaded.backend.name}")
-        name = f"{loaded.info.strategy} ({path.name})"
-        with nullcontext() if quiet else progress_bar(len(RATIOS) + 1, name, unit="set") as bar:
-            by_method = run_masf(loaded, settings, bar)
-        for method, result in by_method.items():
-            label = _unique_label(name if len(by_method) == 1 else f"{name} {method}", results)
-            results[label] = {
-                **result,
-                "model": str(path),
-                "backend": loaded.backend.name,
-                "precision": loaded.precision.as_dict(),
-            }
+    loaded_models = [load_model(path, backend) for path in model]
+    with output_lock(out):
+        claim_directory(out, "masf", settings.fingerprint_fields(), overwrite)
+        results = {}
+        for index, (path, loaded) in enumerate(zip(model, loaded_models, strict=True)):
+            print(f"model {path} on {loaded.backend.name}")
+            name = f"{loaded.info.strategy} ({path.name})"
+            state = out / "state" / f"model-{index}.json"
+            by_method = _saved_results(state)
+            if by_method is None:
+                with progress_bar(len(RATIOS) + 1, name, unit="set", quiet=quiet) as bar:
+                    computed = run_masf(loaded, settings, bar)
+                state.parent.mkdir(exist_ok=True)
+                write_record(state, computed)
+                by_method = _saved_results(state)  # as a resumed run reads it: both write the same record
+            for method, result in by_method.items():
+                label = _unique_label(name if len(by_method) == 1 else f"{name} {method}", results)
+                results[label] = {
+                    **result,
+                    "model": str(path),
+                    "backend": loaded.backend.name,
+                    "precision": loaded.precision.as_dict(),
+                }
+        _write_outputs(out, settings, results, started)
+
+
+def _saved_results(state: Path) -> dict | None:
+    """One model's results per calibration method that an earlier (killed) run saved, or None (with a
+    warning when the file is damaged)."""
+    if not state.is_file():
+        return None
+    try:
+        saved = read_record(state)
+        if not all("per_ratio" in result for result in saved.values()):
+            raise ValueError("not a MaSF result")
+    except (OSError, UnicodeDecodeError, ValueError, LookupError, TypeError) as error:
+        print(f"fmm-fast: warning: {state} is damaged ({error}); recomputing it", file=sys.stderr)
+        return None
+    return saved
+
+
+def _write_outputs(out: Path, settings: MasfSettings, results: dict, started: float) -> None:
+    """masf.json, p_values.csv and masf.png of every model, and the table."""
     write_record(out / "masf.json", masf_record(settings, results, time.perf_counter() - started))
     _write_p_values(out / "p_values.csv", results)
     plot_p_values(

@@ -18,6 +18,7 @@ import typer
 from fmm_fast.backends.options import DEVICES, PROVIDERS, BackendOptions
 from fmm_fast.engine import DEFAULT_TOKEN_BUDGET
 from fmm_fast.errors import UserError
+from fmm_fast.labels import parse_label_map
 from fmm_fast.measures.registry import OPTION_NAMES, check_measure_options
 from fmm_fast.pipeline import DataOptions
 from fmm_fast.precision import DEFAULT_PRECISION, PRECISIONS
@@ -31,7 +32,16 @@ ModelOption = Annotated[
         "--model", help="A checkpoint directory (`fmm-fast train`) or an ONNX file (`fmm-fast export`)."
     ),
 ]
-SeedOption = Annotated[int, typer.Option("--seed", help="Seed of the `rand` measure.")]
+SeedOption = Annotated[int, typer.Option("--seed", min=0, help="Seed of the `rand` measure.")]
+OverwriteOption = Annotated[
+    bool,
+    typer.Option(
+        "--overwrite",
+        help="Replace what an earlier run wrote to --out (without it, --out must be new, empty, or hold "
+        "this same run, which is then resumed).",
+    ),
+]
+QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
 MeasureOptionsOption = Annotated[
     list[str],
     typer.Option(
@@ -115,7 +125,9 @@ def data_options(
             _option("split", Annotated[str, typer.Option(help=split_help)], "test"),
             _option(
                 "limit",
-                Annotated[int | None, typer.Option(help="Use only the first N examples of the split.")],
+                Annotated[
+                    int | None, typer.Option(min=1, help="Use only the first N examples of the split.")
+                ],
                 limit,
             ),
         ]
@@ -125,7 +137,9 @@ def data_options(
             "size",
             Annotated[
                 int | None,
-                typer.Option(help="Cap train+validation at N examples (a seeded subset; bAbI: N generated)."),
+                typer.Option(
+                    min=2, help="Cap train+validation at N examples (a seeded subset; bAbI: N generated)."
+                ),
             ],
             None,
         ),
@@ -133,7 +147,9 @@ def data_options(
             "test_size",
             Annotated[
                 int | None,
-                typer.Option(help="Cap the test split at N examples (a seeded subset; bAbI: N generated)."),
+                typer.Option(
+                    min=1, help="Cap the test split at N examples (a seeded subset; bAbI: N generated)."
+                ),
             ],
             None,
         ),
@@ -150,8 +166,36 @@ def data_options(
         _option(
             "label_field", Annotated[str | None, typer.Option(help="Local file: the label column.")], None
         ),
+        _option(
+            "metric",
+            Annotated[
+                str | None,
+                typer.Option(
+                    help="Local file: the primary metric, accuracy (default; balanced classes) or macro-f1 "
+                    "(imbalanced classes: always predicting the majority scores a high accuracy but a low "
+                    "macro-F1)."
+                ),
+            ],
+            None,
+        ),
+        _option(
+            "label_map",
+            Annotated[
+                str | None,
+                typer.Option(
+                    metavar="DATA=MODEL,...",
+                    help="Which model label each dataset label is, where their names differ (e.g. "
+                    "a=negative,b=positive); labels are matched by name, never by position.",
+                ),
+            ],
+            None,
+        ),
     ]
-    return option_group("data", DataOptions, [dataset, *chosen_split, *sizes])
+    return option_group("data", _data_options, [dataset, *chosen_split, *sizes])
+
+
+def _data_options(label_map: str | None = None, **options: Any) -> DataOptions:
+    return DataOptions(**options, label_map=parse_label_map(label_map))
 
 
 def engine_options(*, explain_rows: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -161,7 +205,9 @@ def engine_options(*, explain_rows: bool = True) -> Callable[[Callable[..., Any]
             "token_budget",
             Annotated[
                 int,
-                typer.Option(help="Max rows × padded length per forward batch (bounds memory; a cost knob)."),
+                typer.Option(
+                    min=1, help="Max rows × padded length per forward batch (bounds memory; a cost knob)."
+                ),
             ],
             DEFAULT_TOKEN_BUDGET,
         )
@@ -170,7 +216,7 @@ def engine_options(*, explain_rows: bool = True) -> Callable[[Callable[..., Any]
         parameters.append(
             _option(
                 "explain_batch_rows",
-                Annotated[int, typer.Option(help="Examples per explain call (a cost knob).")],
+                Annotated[int, typer.Option(min=1, help="Examples per explain call (a cost knob).")],
                 DEFAULT_EXPLAIN_BATCH_ROWS,
             )
         )

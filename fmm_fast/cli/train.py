@@ -7,9 +7,10 @@ from pathlib import Path
 import typer
 
 from fmm_fast.cli.app import app
-from fmm_fast.cli.options import backend_options, data_options
+from fmm_fast.cli.options import OverwriteOption, QuietOption, backend_options, data_options
 from fmm_fast.masking import DEFAULT_STRATEGY, STRATEGIES, TRAINING_BATCH_SIZE
 from fmm_fast.models import TINY_ROBERTA
+from fmm_fast.outputs import output_lock
 from fmm_fast.pipeline import DataOptions
 from fmm_fast.settings import DEFAULT_LR, BackendOptions, TrainSettings
 
@@ -20,7 +21,10 @@ from fmm_fast.settings import DEFAULT_LR, BackendOptions, TrainSettings
 def train(
     data: DataOptions,
     out: Path = typer.Option(
-        ..., "--out", help="New (or empty) output directory: OUT/model (best checkpoint) and OUT/run.json."
+        ...,
+        "--out",
+        help="New (or empty) output directory: OUT/model (best checkpoint) and OUT/run.json. A directory "
+        "of a run with these same options (e.g. killed) is trained again from the start.",
     ),
     model: str = typer.Option(
         TINY_ROBERTA,
@@ -34,20 +38,28 @@ def train(
         help=f"{' | '.join(STRATEGIES)}: masked = half of each batch unmasked, half masked at r ~ U[0,1) per "
         "row (the paper's method); plain = no masking; only-masked = every row masked.",
     ),
-    seed: int = typer.Option(0, "--seed", help="Seed of the weights, data order and masks."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed of the weights, data order and masks."),
     epochs: int | None = typer.Option(
-        None, "--epochs", help="Epochs to train (default: the paper's for the dataset, e.g. 20 for bAbI)."
+        None,
+        "--epochs",
+        min=1,
+        help="Epochs to train (default: the paper's for the dataset, e.g. 20 for bAbI).",
     ),
-    batch_size: int = typer.Option(TRAINING_BATCH_SIZE, "--batch-size", help="Training batch size."),
+    batch_size: int = typer.Option(
+        TRAINING_BATCH_SIZE, "--batch-size", min=1, help="Training batch size."
+    ),
     lr: float = typer.Option(
         DEFAULT_LR, "--lr", help="Peak learning rate of AdamW (6% warm-up, linear decay)."
     ),
     max_steps: int | None = typer.Option(
-        None, "--max-steps", help="Stop after this many optimizer steps (a quick trial run)."
+        None, "--max-steps", min=1, help="Stop after this many optimizer steps (a quick trial run)."
     ),
-    layers: int = typer.Option(2, "--layers", help=f"{TINY_ROBERTA}: transformer layers."),
-    width: int = typer.Option(64, "--width", help=f"{TINY_ROBERTA}: hidden size (a multiple of 32)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    layers: int = typer.Option(2, "--layers", min=1, help=f"{TINY_ROBERTA}: transformer layers."),
+    width: int = typer.Option(
+        64, "--width", min=32, help=f"{TINY_ROBERTA}: hidden size (a multiple of 32)."
+    ),
+    overwrite: OverwriteOption = False,
+    quiet: QuietOption = False,
     *,
     backend: BackendOptions,
 ) -> None:
@@ -72,7 +84,8 @@ def train(
         width=width,
         backend=backend,
     )
-    record = run_training(settings, out, progress=not quiet)
+    with output_lock(out):
+        record = run_training(settings, out, progress=not quiet, overwrite=overwrite)
     metric = record["dataset"]["metric"]
     best = record["epochs"][record["best_epoch"] - 1]
     print(

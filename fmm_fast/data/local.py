@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,8 @@ READERS = {
     ".parquet": pyarrow.parquet.read_table,
 }
 LOCAL_METRIC = "accuracy"
+# --metric for local files: accuracy for balanced classes, macro-F1 (the paper's choice) for imbalanced ones
+LOCAL_METRICS = {"accuracy": "accuracy", "macro-f1": "macro_f1"}
 LOCAL_EPOCHS = 10
 
 
@@ -40,8 +43,9 @@ def read_table(path: Path) -> pa.Table:
     try:
         table = READERS[suffix](path)
     except (pa.ArrowInvalid, OSError) as error:
+        reason = re.sub(r"[^\x20-\x7e]+", "?", str(error))[:160]  # a binary file's bytes: not in the line
         raise UserError(
-            f"{path}: cannot read it as {suffix[1:]} ({error}); fix the file "
+            f"{path}: cannot read it as {suffix[1:]} ({reason}); fix the file "
             "(JSON files need one object per line)"
         ) from error
     if table.num_rows == 0:

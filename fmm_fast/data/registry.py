@@ -9,7 +9,13 @@ from pathlib import Path
 from fmm_fast.data.babi import LOCATIONS, babi_splits
 from fmm_fast.data.base import DatasetSpec, TextDataset, TextSplit, cap_splits, check_sizes
 from fmm_fast.data.hub import hub_splits
-from fmm_fast.data.local import LOCAL_EPOCHS, LOCAL_METRIC, is_local_file_name, local_file_splits
+from fmm_fast.data.local import (
+    LOCAL_EPOCHS,
+    LOCAL_METRIC,
+    LOCAL_METRICS,
+    is_local_file_name,
+    local_file_splits,
+)
 from fmm_fast.data.movie_snippets import LABEL_NAMES as SNIPPET_LABELS
 from fmm_fast.data.movie_snippets import movie_snippet_splits
 from fmm_fast.errors import UserError
@@ -96,12 +102,14 @@ def load_dataset(
     pair_field: str | None = None,
     label_field: str | None = None,
     label_names: list[str] | None = None,
+    metric: str | None = None,
 ) -> TextDataset:
     """A registry dataset, or a local .csv/.jsonl/.json/.parquet file (then text_field and label_field
     are required, pair_field optional).
 
     seed drives generation (bAbI), local splits and size-capped subsets; size caps train+validation,
-    test_size the test split. Local files: label names are the sorted distinct values unless given.
+    test_size the test split. Local files: label names are the sorted distinct values unless given, and
+    metric (accuracy | macro-f1) is the primary metric (default accuracy); registry datasets fix theirs.
     """
     if seed < 0:
         raise UserError(f"seed {seed} is negative; use a seed ≥ 0")
@@ -123,17 +131,21 @@ def load_dataset(
             label_names=label_names,
         )
         splits = cap_splits(splits, seed=seed, size=size, test_size=test_size)
-        return TextDataset(name, names, LOCAL_METRIC, LOCAL_EPOCHS, splits)
+        return TextDataset(name, names, local_metric(metric), LOCAL_EPOCHS, splits)
 
     local_options = {
         "--text-field": text_field,
         "--pair-field": pair_field,
         "--label-field": label_field,
         "--label-names": label_names,
+        "--metric": metric,
     }
     given = [option for option, value in local_options.items() if value is not None]
     if given:
-        raise UserError(f"options {', '.join(given)} are for local files only; drop them for dataset {name}")
+        raise UserError(
+            f"options {', '.join(given)} are for local files only; drop them for dataset {name} "
+            f"(its metric is {spec.metric}, as in the paper)"
+        )
     if name in _OFFLINE:
         splits = _OFFLINE[name](seed=seed, size=size, test_size=test_size)
     elif spec.hub_path is None:
@@ -145,3 +157,12 @@ def load_dataset(
     else:
         splits = hub_splits(spec, seed=seed, size=size, test_size=test_size, offline_names=list(_OFFLINE))
     return TextDataset(spec.name, list(spec.label_names), spec.metric, spec.epochs, splits)
+
+
+def local_metric(metric: str | None) -> str:
+    """The primary-metric key of --metric for a local file (accuracy when not given)."""
+    if metric is None:
+        return LOCAL_METRIC
+    if metric not in LOCAL_METRICS:
+        raise UserError(f"unknown --metric {metric!r}; use {' or '.join(LOCAL_METRICS)}")
+    return LOCAL_METRICS[metric]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -60,6 +60,7 @@ class MeasureReport:
     curves: np.ndarray
     seconds: np.ndarray
     forward_passes: np.ndarray
+    racu_undefined: list[str] = field(default_factory=list)  # why some seed's RACU is nan
 
     @property
     def score_name(self) -> str:
@@ -185,6 +186,7 @@ def _measure_report(name: str, runs_by_seed: dict[int, list[EvaluationResult]]) 
         curves=np.stack([run.curve for run in runs]),
         seconds=np.array([run.seconds for run in runs]),
         forward_passes=np.array([run.forward_passes for run in runs]),
+        racu_undefined=sorted({run.racu_undefined for run in runs if run.racu_undefined}),
     )
 
 

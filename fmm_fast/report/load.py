@@ -30,6 +30,7 @@ class MeasureRun:
     seconds: float
     forward_passes: float
     curve: np.ndarray
+    racu_undefined: str | None = None  # why racu is nan, as evaluate recorded it
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,10 @@ def _field(mapping: object, key: str, where: str) -> object:
     if key not in mapping:
         raise _MalformedResult(f"missing field {where + '.' if where else ''}{key}")
     return mapping[key]
+
+
+def _optional_text(value: object, where: str) -> str | None:
+    return None if value is None else _text(value, where)
 
 
 def _text(value: object, where: str) -> str:
@@ -127,6 +132,7 @@ def _parse_result(path: Path, data: object) -> EvaluationResult:
             seconds=_number(_field(entry, "seconds", where), f"{where}.seconds"),
             forward_passes=_number(_field(entry, "forward_passes", where), f"{where}.forward_passes"),
             curve=curve,
+            racu_undefined=_optional_text(entry.get("racu_undefined"), f"{where}.racu_undefined"),
         )
     return EvaluationResult(
         path=path,

@@ -38,6 +38,8 @@ def _score_table(report: Report, strategy: str) -> tuple[list[str], list[list[st
         for group, measure in zip(groups, measure_of, strict=True):
             if measure is None:
                 cells.append("")
+            elif measure.score_name == "RACU" and measure.racu_undefined and math.isnan(measure.score.mean):
+                cells.append(f"undefined: {'; '.join(measure.racu_undefined)}")
             elif len(measure.seeds) != len(group.seeds):  # the measure ran on fewer seeds than the model
                 cells.append(f"{measure.score.formatted()} [n={len(measure.seeds)}]")
             else:

@@ -53,6 +53,7 @@ def _measure_dict(measure: MeasureReport) -> dict:
         "seeds": measure.seeds,
         "acu": _estimate_dict(measure.acu),
         "racu": _estimate_dict(measure.racu),
+        "racu_undefined": measure.racu_undefined,
         "curve": {
             "mean": _json_numbers(measure.curves.mean(axis=0)),
             "percentile_2.5": None if band is None else _json_numbers(band[0]),

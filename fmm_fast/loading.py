@@ -10,8 +10,9 @@ from tokenizers import Tokenizer
 
 from fmm_fast.backends.base import Backend, GradientBackend
 from fmm_fast.backends.options import BackendOptions
+from fmm_fast.checkpoint_layout import is_checkpoint
 from fmm_fast.errors import UserError
-from fmm_fast.models import is_checkpoint, load_checkpoint
+from fmm_fast.extras import TRAIN
 from fmm_fast.precision import Precision, resolve_precision
 from fmm_fast.types import ModelInfo
 
@@ -121,6 +122,7 @@ def _load_checkpoint(path: Path, device: str, precision: str) -> LoadedModel:
             f"model '{path}' does not exist; give a checkpoint directory from `fmm-fast train` "
             "or an ONNX file from `fmm-fast export`"
         )
+    TRAIN.require(f"the PyTorch checkpoint '{path}'", ", or pass an .onnx file from `fmm-fast export`")
     import torch
 
     if device == "cuda" and not torch.cuda.is_available():
@@ -128,6 +130,7 @@ def _load_checkpoint(path: Path, device: str, precision: str) -> LoadedModel:
             "--device cuda was asked for but PyTorch sees no CUDA device; use --device auto or cpu"
         )
     from fmm_fast.backends.torch_backend import TorchBackend, resolve_torch_device
+    from fmm_fast.models import load_checkpoint
 
     chosen = resolve_precision(precision, resolve_torch_device(device).type == "cuda")
     model, tokenizer, info = load_checkpoint(path)

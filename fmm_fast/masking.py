@@ -11,19 +11,21 @@ chosen uniformly at random, so 0% leaves the input alone and 100% masks every ex
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
-import torch
 
 from fmm_fast.errors import UserError
 from fmm_fast.types import EncodedSplit, pad_batch, unpad
+
+if TYPE_CHECKING:  # torch batches come from training only; evaluation runs without PyTorch
+    import torch
 
 STRATEGIES = ("masked", "plain", "only-masked")
 DEFAULT_STRATEGY = "masked"
 TRAINING_BATCH_SIZE = 16
 
-Batch = TypeVar("Batch", np.ndarray, torch.Tensor)
+Batch = TypeVar("Batch", np.ndarray, "torch.Tensor")
 
 
 def check_strategy(strategy: str) -> str:
@@ -59,19 +61,21 @@ def mask_training_batch(
     batch_size, width = input_ids.shape
     first = first_masked_row(batch_size, strategy)
     rows = batch_size - first
-    if isinstance(input_ids, torch.Tensor):
+    if isinstance(input_ids, np.ndarray):
+        masked = np.array(input_ids, dtype=np.int64, copy=True)
+        if rows == 0:
+            return masked
+        ratios = generator.random((rows, 1))
+        draws = generator.random((rows, width))
+    else:  # a torch.Tensor: torch is already imported by whoever made it
+        import torch
+
         masked = input_ids.clone()
         if rows == 0:
             return masked
         options = {"generator": generator, "device": input_ids.device}
         ratios = torch.rand((rows, 1), **options)
         draws = torch.rand((rows, width), **options)
-    else:
-        masked = np.array(input_ids, dtype=np.int64, copy=True)
-        if rows == 0:
-            return masked
-        ratios = generator.random((rows, 1))
-        draws = generator.random((rows, width))
     chosen = (draws < ratios) & maskable[first:]
     masked[first:][chosen] = mask_id
     return masked

@@ -2,7 +2,7 @@
 
 A checkpoint directory holds a Hugging Face model (`config.json`, weights), the tokenizer as
 `tokenizer.json` (a `tokenizers.Tokenizer`, the only tokenizer fmm-fast uses) and `fmm_info.json`
-(:class:`fmm_fast.types.ModelInfo`).
+(:class:`fmm_fast.types.ModelInfo`); see fmm_fast.checkpoint_layout.
 """
 
 from __future__ import annotations
@@ -15,13 +15,12 @@ import torch
 from tokenizers import Tokenizer
 from torch import nn
 
+from fmm_fast.base_models import MINILM, TINY_ROBERTA, resolve_pretrained
+from fmm_fast.checkpoint_layout import INFO_FILE, TOKENIZER_FILE, is_checkpoint
 from fmm_fast.errors import UserError
 from fmm_fast.first_token import FirstTokenLastLayer
+from fmm_fast.onnx_format import configure_tokenizer
 from fmm_fast.types import ModelInfo
-
-INFO_FILE = "fmm_info.json"
-TOKENIZER_FILE = "tokenizer.json"
-TINY_ROBERTA = "tiny-roberta"
 
 
 def quiet_transformers() -> None:
@@ -93,14 +92,6 @@ class SequenceClassifier(nn.Module):
         return output.logits, hidden.masked_fill(~real, lowest).amax(dim=2)
 
 
-def configure_tokenizer(tokenizer: Tokenizer, max_length: int) -> Tokenizer:
-    """A copy that truncates pairs longest-first to max_length (specials included) and never pads."""
-    configured = Tokenizer.from_str(tokenizer.to_str())
-    configured.no_padding()
-    configured.enable_truncation(max_length=max_length, strategy="longest_first")
-    return configured
-
-
 def train_tiny_tokenizer(texts: list[str], vocab_size: int = 4000) -> Tokenizer:
     """A byte-level BPE tokenizer with RoBERTa's specials and pair template, trained in seconds."""
     from tokenizers import decoders, models, pre_tokenizers, processors, trainers
@@ -160,10 +151,11 @@ def build_tiny_roberta(
 
 
 def load_pretrained(name: str, label_names: list[str]) -> tuple[SequenceClassifier, Tokenizer, ModelInfo]:
-    """A Hugging Face encoder (name or local path) with a fresh classification head for `label_names`."""
+    """A Hugging Face encoder (name, local path or MINILM) with a fresh head for `label_names`."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     quiet_transformers()
+    name = resolve_pretrained(name)
     try:
         hf_tokenizer = AutoTokenizer.from_pretrained(name)
         hf_model = AutoModelForSequenceClassification.from_pretrained(
@@ -176,7 +168,7 @@ def load_pretrained(name: str, label_names: list[str]) -> tuple[SequenceClassifi
     except (OSError, ValueError) as error:
         raise UserError(
             f"cannot load model '{name}': {str(error).splitlines()[0]}; give a Hugging Face model name "
-            f"(needs network), a local model directory, or '{TINY_ROBERTA}'"
+            f"(needs network), a local model directory, '{MINILM}' or '{TINY_ROBERTA}'"
         ) from error
     backend_tokenizer = getattr(hf_tokenizer, "backend_tokenizer", None)
     if backend_tokenizer is None or hf_tokenizer.mask_token_id is None:
@@ -206,10 +198,6 @@ def save_checkpoint(
     tokenizer.save(str(directory / TOKENIZER_FILE))
     extra = {"sep_id": model.sep_id}
     (directory / INFO_FILE).write_text(json.dumps({"info": json.loads(info.to_json()), **extra}, indent=2))
-
-
-def is_checkpoint(path: str | Path) -> bool:
-    return (Path(path) / INFO_FILE).is_file()
 
 
 def load_checkpoint(directory: str | Path) -> tuple[SequenceClassifier, Tokenizer, ModelInfo]:

@@ -28,6 +28,7 @@ from torch import nn
 from tqdm import tqdm
 
 from fmm_fast.backends.torch_backend import TorchBackend, resolve_torch_device
+from fmm_fast.base_models import TINY_ROBERTA
 from fmm_fast.data.base import TextDataset
 from fmm_fast.engine import MaskBatchEngine
 from fmm_fast.errors import UserError
@@ -39,7 +40,6 @@ from fmm_fast.masking import (
 )
 from fmm_fast.metrics import compute_metrics
 from fmm_fast.models import (
-    TINY_ROBERTA,
     SequenceClassifier,
     build_tiny_roberta,
     load_checkpoint,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
+from fmm_fast.base_models import TINY_ROBERTA
 from fmm_fast.demo import BEAM_MEASURE, DemoConfig, run_demo
-from fmm_fast.models import TINY_ROBERTA
 from fmm_fast.runrecord import read_record
 from fmm_fast.settings import EvaluationSettings, MasfSettings, TrainSettings
 

@@ -20,15 +20,15 @@ from fmm_fast.backends.torch_backend import TorchBackend
 from fmm_fast.cli import main
 from fmm_fast.engine import MaskBatchEngine
 from fmm_fast.errors import UserError
-from fmm_fast.export import METADATA_INFO, METADATA_TOKENIZER, export_onnx
+from fmm_fast.export import export_onnx
 from fmm_fast.loading import load_model
 from fmm_fast.models import (
     SequenceClassifier,
     build_tiny_roberta,
-    configure_tokenizer,
     load_checkpoint,
     save_checkpoint,
 )
+from fmm_fast.onnx_format import METADATA_INFO, METADATA_TOKENIZER, configure_tokenizer
 from fmm_fast.types import ModelInfo, pad_batch
 
 TEXTS = [

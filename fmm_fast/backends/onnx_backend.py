@@ -1,4 +1,4 @@
-"""ONNX Runtime backend for files written by `fmm-fast export` (see fmm_fast/export.py).
+"""ONNX Runtime backend for files written by `fmm-fast export` (format: fmm_fast/onnx_format.py).
 
 The file is self-describing: ModelInfo, tokenizer and verification report come from its metadata. The
 sessions run graph optimisation ORT_ENABLE_ALL; the optimised graphs are cached next to the model
@@ -19,15 +19,15 @@ from tokenizers import Tokenizer
 
 from fmm_fast.backends.base import ForwardOutput
 from fmm_fast.errors import UserError
-from fmm_fast.export import (
+from fmm_fast.onnx_format import (
     FORMAT_VERSION,
     INPUT_NAMES,
     METADATA_FORMAT_VERSION,
     METADATA_INFO,
     METADATA_TOKENIZER,
     METADATA_VERIFICATION,
+    configure_tokenizer,
 )
-from fmm_fast.models import configure_tokenizer
 from fmm_fast.runrecord import loads_record
 from fmm_fast.types import ModelInfo
 

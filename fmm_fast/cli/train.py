@@ -6,10 +6,10 @@ from pathlib import Path
 
 import typer
 
+from fmm_fast.base_models import TINY_ROBERTA
 from fmm_fast.cli.app import app
 from fmm_fast.cli.options import OverwriteOption, QuietOption, backend_options, data_options
 from fmm_fast.masking import DEFAULT_STRATEGY, STRATEGIES, TRAINING_BATCH_SIZE
-from fmm_fast.models import TINY_ROBERTA
 from fmm_fast.outputs import output_lock
 from fmm_fast.pipeline import DataOptions
 from fmm_fast.settings import DEFAULT_LR, BackendOptions, TrainSettings

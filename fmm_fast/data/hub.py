@@ -9,6 +9,7 @@ import numpy as np
 
 from fmm_fast.data.base import DatasetSpec, TextSplit, cap_splits
 from fmm_fast.errors import UserError
+from fmm_fast.extras import HUB
 
 if TYPE_CHECKING:
     import datasets
@@ -41,6 +42,7 @@ def hub_splits(
     size / test_size take seeded random subsets. When the hub is unreachable and the data not cached,
     UserError suggests a local file or one of `offline_names`.
     """
+    HUB.require(f"dataset {spec.name} (from the Hugging Face hub)", f"; offline: {', '.join(offline_names)}")
     import datasets  # slow to import; only hub datasets need it
 
     try:

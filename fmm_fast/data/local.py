@@ -2,64 +2,112 @@
 
 from __future__ import annotations
 
+import csv
+import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.csv
-import pyarrow.json
-import pyarrow.parquet
 
 from fmm_fast.data.base import TextSplit, stratified_split
 from fmm_fast.errors import UserError
+from fmm_fast.extras import PARQUET
 
-READERS = {
-    ".csv": pyarrow.csv.read_csv,
-    ".jsonl": pyarrow.json.read_json,  # one JSON object per line
-    ".json": pyarrow.json.read_json,
-    ".parquet": pyarrow.parquet.read_table,
-}
+SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")  # .json: one JSON object per line, like .jsonl
 LOCAL_METRIC = "accuracy"
 # --metric for local files: accuracy for balanced classes, macro-F1 (the paper's choice) for imbalanced ones
 LOCAL_METRICS = {"accuracy": "accuracy", "macro-f1": "macro_f1"}
 LOCAL_EPOCHS = 10
 
 
+@dataclass
+class Table:
+    """A file's rows by column: columns[name][row] is a str, int, float, bool or None (missing)."""
+
+    columns: dict[str, list]
+
+
 def is_local_file_name(name: str) -> bool:
     """Whether `name` names a data file by its extension (it may not exist)."""
-    return Path(name).suffix.lower() in READERS
+    return Path(name).suffix.lower() in SUFFIXES
 
 
-def read_table(path: Path) -> pa.Table:
-    """The file as an Arrow table; UserError if it is missing, empty or unreadable."""
+def read_table(path: Path) -> Table:
+    """The file as columns; UserError if it is missing, empty or unreadable."""
     suffix = path.suffix.lower()
-    if suffix not in READERS:
-        raise UserError(f"{path}: unsupported file type {suffix!r}; use one of {', '.join(READERS)}")
+    if suffix not in SUFFIXES:
+        raise UserError(f"{path}: unsupported file type {suffix!r}; use one of {', '.join(SUFFIXES)}")
     if not path.is_file():
         raise UserError(f"{path}: no such file; check the path")
     if path.stat().st_size == 0:
         raise UserError(f"{path} is empty; give a file with a header/fields and labelled rows")
     try:
-        table = READERS[suffix](path)
-    except (pa.ArrowInvalid, OSError) as error:
+        if suffix == ".csv":
+            rows = _csv_rows(path)
+        elif suffix == ".parquet":
+            rows = _parquet_rows(path)
+        else:
+            rows = _json_lines(path)
+    except (ValueError, OSError, csv.Error) as error:  # JSONDecodeError is a ValueError
         reason = re.sub(r"[^\x20-\x7e]+", "?", str(error))[:160]  # a binary file's bytes: not in the line
         raise UserError(
             f"{path}: cannot read it as {suffix[1:]} ({reason}); fix the file "
             "(JSON files need one object per line)"
         ) from error
-    if table.num_rows == 0:
+    if not rows:
         raise UserError(f"{path} has no rows; give a file with labelled rows")
-    return table
+    names = list(dict.fromkeys(name for row in rows for name in row))  # first-seen order
+    return Table({name: [row.get(name) for row in rows] for name in names})
 
 
-def column_values(table: pa.Table, field: str, path: Path, option: str) -> list:
+def _csv_rows(path: Path) -> list[dict]:
+    """Rows of a CSV file with a header. A column whose cells are all integers (or all numbers) holds
+    ints (floats), so numeric labels sort numerically; an empty or absent cell is missing."""
+    with path.open(newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        rows = [{name: cell or None for name, cell in row.items() if name is not None} for row in reader]
+    for name in reader.fieldnames or []:
+        present = [row for row in rows if row.get(name) is not None]
+        for number in (int, float):
+            try:
+                values = [number(row[name]) for row in present]
+            except ValueError:
+                continue
+            for row, value in zip(present, values, strict=True):
+                row[name] = value
+            break
+    return rows
+
+
+def _json_lines(path: Path) -> list[dict]:
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        if not isinstance(row, dict):
+            raise ValueError(f"line {number} is a JSON {type(row).__name__}, not an object")
+        rows.append(row)
+    return rows
+
+
+def _parquet_rows(path: Path) -> list[dict]:
+    PARQUET.require(f"reading {path.name}", " (or save the file as .csv or .jsonl)")
+    import pyarrow
+    import pyarrow.parquet
+
+    try:
+        return pyarrow.parquet.read_table(path).to_pylist()
+    except pyarrow.ArrowInvalid as error:
+        raise ValueError(str(error)) from error
+
+
+def column_values(table: Table, field: str, path: Path, option: str) -> list:
     """One column as Python values; UserError naming the columns if absent, or the row of a missing value."""
-    if field not in table.column_names:
-        raise UserError(
-            f"{path} has no field {field!r}; available: {', '.join(table.column_names)}; fix {option}"
-        )
-    values = table.column(field).to_pylist()
+    if field not in table.columns:
+        raise UserError(f"{path} has no field {field!r}; available: {', '.join(table.columns)}; fix {option}")
+    values = table.columns[field]
     missing = next((row for row, value in enumerate(values) if value is None), None)
     if missing is not None:
         raise UserError(f"{path}: row {missing} has no value for {field!r}; fill or drop that row")
@@ -102,7 +150,7 @@ def local_file_splits(
     if text_field is None or label_field is None:
         raise UserError(
             f"{path} is a local file; name its columns with --text-field and --label-field "
-            f"(available: {', '.join(table.column_names)})"
+            f"(available: {', '.join(table.columns)})"
         )
     first = [str(value) for value in column_values(table, text_field, path, "--text-field")]
     second = None

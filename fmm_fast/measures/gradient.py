@@ -3,20 +3,24 @@
 All of them reduce the gradient g_t = ∂ logit_y / ∂ e_t of the gold-label logit with respect to the input
 word embedding e_t = W[x_t]. One helper, :func:`path_gradients`, computes g (or its integrated-gradients
 average along the path from the pad-token baseline); each measure only differs in how it reduces g.
+PyTorch is imported inside the functions that run: the registry lists these classes in the evaluation
+install too, which has no PyTorch.
 """
 
 from __future__ import annotations
 
 from abc import abstractmethod
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-from torch import Tensor
 
 from fmm_fast.backends.base import GradientBackend
 from fmm_fast.engine import MaskBatchEngine
 from fmm_fast.errors import UserError
 from fmm_fast.measures.base import ExplainBatch, Measure, check_positive
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 DEFAULT_GRADIENT_BATCH_SIZE = 32
 DEFAULT_IG_STEPS = 20
@@ -48,6 +52,8 @@ def path_gradients(
     The B·K (row, step) pairs run rows_per_pass at a time, sorted by length and trimmed to the longest
     row of each pass, so short rows do not pay for long ones.
     """
+    import torch
+
     embedding = backend.embedding_matrix().detach()
     device = embedding.device
     input_ids = torch.from_numpy(np.ascontiguousarray(batch.input_ids, dtype=np.int64)).to(device)
@@ -102,6 +108,8 @@ class GradientMeasure(Measure):
         """gradients (N, E) float64, token_ids (N,) int64 of the explained tokens; W (V, E) -> (N,) scores."""
 
     def explain(self, batch: ExplainBatch, engine: MaskBatchEngine) -> np.ndarray:
+        import torch
+
         backend = require_gradient_backend(engine, self.name)
         alphas, weights = self.path()
         gradients = path_gradients(backend, batch, alphas, weights, self.gradient_batch_size)
@@ -136,6 +144,8 @@ class GradL1(VocabularyNormMeasure):
     signed = False
 
     def reduce(self, gradients: Tensor, token_ids: Tensor, embedding: Tensor) -> Tensor:
+        import torch
+
         # the (N, V) product is the big one: run it in the model's dtype, sum the chunks in float64
         compact = gradients.to(embedding.dtype)
         norm = torch.zeros(len(gradients), dtype=torch.float64, device=gradients.device)
@@ -155,6 +165,8 @@ class _GramCache:
 
 def gram_matrix(embedding: Tensor, vocab_chunk: int = DEFAULT_VOCAB_CHUNK) -> Tensor:
     """(E, E) float64 WᵀW, accumulated over vocabulary chunks to bound memory; cached for the latest W."""
+    import torch
+
     # backends may hand out a fresh detached view per call: key on storage and in-place version
     key = (
         embedding.data_ptr(),
@@ -194,6 +206,8 @@ class InputGradSign(GradientMeasure):
     signed = True
 
     def reduce(self, gradients: Tensor, token_ids: Tensor, embedding: Tensor) -> Tensor:
+        import torch
+
         return (gradients * embedding[token_ids].to(torch.float64)).sum(dim=1)
 
 

@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 
 from fmm_fast.errors import UserError
+from fmm_fast.extras import TRAIN
 from fmm_fast.measures.base import Measure, check_positive
 from fmm_fast.measures.beam import BeamSearch
 from fmm_fast.measures.gradient import GradL1, GradL2, InputGradAbs, InputGradSign, IntGradAbs, IntGradSign
@@ -20,6 +21,10 @@ from fmm_fast.measures.random import RandomMeasure
 
 BEAM_PATTERN = re.compile(r"beam-sign-(.+)")
 PAPER_BEAM = "beam-sign-10"
+GRADIENT_NEEDS = (
+    " and give the model's PyTorch checkpoint (--model CHECKPOINT_DIR, or an .onnx exported from a "
+    "checkpoint that still exists)"
+)
 CATALOGUE: dict[str, type[Measure]] = {
     cls.name: cls
     for cls in (
@@ -76,5 +81,7 @@ def get_measure(name: str, *, seed: int = 0, **options: int) -> Measure:
         valid = ", ".join([*CATALOGUE, "beam-sign-B (integer B >= 1)", "beam (= beam-sign-10)"])
         raise UserError(f"unknown measure '{name}'; valid names: {valid}")
     cls = CATALOGUE[name]
+    if cls.needs_gradients:  # the gradient measures import PyTorch when they run
+        TRAIN.require(f"the gradient measure '{name}'", GRADIENT_NEEDS)
     given = {**options, "seed": seed}
     return cls(**{option: given[option] for option in takes(cls) if option in given})

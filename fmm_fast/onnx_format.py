@@ -1,0 +1,28 @@
+"""The self-describing ONNX format that `fmm-fast export` writes and the ONNX backend reads.
+
+Torch-free on purpose: the evaluation install (no PyTorch) opens these files. The graph takes INPUT_NAMES
+((B, T) int64, right-padded) and gives OUTPUT_NAMES (logits (B, C), signals (B, L+1, D)); the metadata keys
+hold ModelInfo as JSON, the tokenizer as `tokenizers` JSON, the export's verification report, and
+FORMAT_VERSION, which a reader must match.
+"""
+
+from __future__ import annotations
+
+from tokenizers import Tokenizer
+
+METADATA_INFO = "fmm_fast.info"
+METADATA_TOKENIZER = "fmm_fast.tokenizer"
+METADATA_VERIFICATION = "fmm_fast.verification"
+METADATA_FORMAT_VERSION = "fmm_fast.format_version"
+FORMAT_VERSION = "1"
+
+INPUT_NAMES = ("input_ids", "attention_mask")
+OUTPUT_NAMES = ("logits", "signals")
+
+
+def configure_tokenizer(tokenizer: Tokenizer, max_length: int) -> Tokenizer:
+    """A copy that truncates pairs longest-first to max_length (specials included) and never pads."""
+    configured = Tokenizer.from_str(tokenizer.to_str())
+    configured.no_padding()
+    configured.enable_truncation(max_length=max_length, strategy="longest_first")
+    return configured

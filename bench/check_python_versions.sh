@@ -14,6 +14,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PIP="${PIP:-$(command -v pip || echo .venv/bin/pip)}"
+# PyPI's answer, not this machine's: no PIP_* settings (find-links, constraints), no pip.conf
+for variable in $(compgen -e | grep '^PIP_'); do unset "$variable"; done
+export PIP_CONFIG_FILE=/dev/null
 versions=("$@")
 [ ${#versions[@]} -eq 0 ] && versions=(3.11 3.12 3.13 3.14)
 read -r -a extras <<< "${EXTRAS:-cpu gpu}"
@@ -37,7 +40,7 @@ fi
 status=0
 for version in "${versions[@]}"; do
   for extra in "${extras[@]}"; do
-    log=$(PIP_CONFIG_FILE=/dev/null "$PIP" install --dry-run --no-cache-dir --index-url https://pypi.org/simple \
+    log=$("$PIP" install --dry-run --no-cache-dir --index-url https://pypi.org/simple \
           --python-version "$version" --only-binary=:all: --target "$target" "${constraints[@]}" ".[$extra]" 2>&1)
     if [ $? -eq 0 ]; then
       resolved=$(printf '%s\n' "$log" | sed -n 's/^Would install //p' | tr ' ' '\n' | grep -iE "$key" | tr '\n' ' ')

@@ -10,9 +10,10 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from reproduce_plan import MASF_CALIBRATIONS, MASF_STRATEGIES, MINILM, DatasetPlan, Scale, Study
+from reproduce_plan import MASF_CALIBRATIONS, MASF_STRATEGIES, DatasetPlan, Scale, Study
 from reproduce_steps import Step, Timings
 
+from fmm_fast.base_models import MINILM
 from fmm_fast.masf import IN_DISTRIBUTION_LEVEL
 from fmm_fast.measures.registry import PAPER_BEAM
 from fmm_fast.report.aggregate import Estimate

@@ -7,6 +7,8 @@
 #   EXTRAS="cpu gpu cpu,train" bench/check_python_versions.sh   which extras to resolve (default: cpu gpu)
 #   FLOORS=1 bench/check_python_versions.sh                      every dependency at its floor (>=X as ==X):
 #                                                                do the floors themselves ship the wheels?
+#   (FLOORS is for the evaluation install: the train/hub floors do not fit one another, e.g. transformers 5
+#   needs a newer tokenizers than the base floor, so pip picks newer ones there.)
 #
 # Prints one line per (version, extras): OK with the resolved versions of the key packages, or FAIL with
 # pip's reason. Exit status 1 if any failed. The machine's pip configuration (local indexes, constraints)

@@ -16,7 +16,7 @@ import numpy as np
 from fmm_fast.backends.base import ForwardOutput
 from fmm_fast.backends.onnx_backend import _read_metadata, physical_cores
 from fmm_fast.errors import UserError
-from fmm_fast.models import configure_tokenizer
+from fmm_fast.onnx_format import configure_tokenizer
 
 EXTRA = "openvino"  # pyproject's optional dependency group
 # fmm-fast's precision names -> OpenVINO's INFERENCE_PRECISION_HINT values

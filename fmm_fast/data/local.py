@@ -65,8 +65,15 @@ def _csv_rows(path: Path) -> list[dict]:
     """Rows of a CSV file with a header. A column whose cells are all integers (or all numbers) holds
     ints (floats), so numeric labels sort numerically; an empty or absent cell is missing."""
     with path.open(newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle)
-        rows = [{name: cell or None for name, cell in row.items() if name is not None} for row in reader]
+        reader = csv.DictReader(handle)  # cells beyond the header land under the key None
+        rows = []
+        for row in reader:
+            if None in row:
+                raise ValueError(
+                    f"line {reader.line_num} has {len(reader.fieldnames or []) + len(row[None])} fields, "
+                    f"the header {len(reader.fieldnames or [])}"
+                )
+            rows.append({name: cell or None for name, cell in row.items()})
     for name in reader.fieldnames or []:
         present = [row for row in rows if row.get(name) is not None]
         for number in (int, float):

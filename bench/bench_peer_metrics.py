@@ -39,14 +39,15 @@ from common import (
 from fmm_fast.backends.base import Backend
 from fmm_fast.backends.torch_backend import TorchBackend
 from fmm_fast.engine import MaskBatchEngine
-from fmm_fast.evaluate import EvaluationSettings, explain_split
+from fmm_fast.evaluate import explain_split
 from fmm_fast.measures import get_measure
 from fmm_fast.peer_metrics import peer_metrics, peer_metrics_reference
+from fmm_fast.settings import EngineOptions
 from fmm_fast.types import EncodedSplit
 
 MEASURE = "loo-abs"
 SENTENCES = {True: 5, False: 872}  # by --quick
-EXPLAIN_BATCH_ROWS = EvaluationSettings.explain_batch_rows  # what `fmm-fast evaluate` uses
+EXPLAIN_BATCH_ROWS = EngineOptions.explain_batch_rows  # what `fmm-fast evaluate` uses
 KEYS = ("aopc_comprehensiveness", "aopc_sufficiency", "tau_loo")
 
 Outcome = tuple[dict[str, np.ndarray], int]  # per key (N,) values, forward passes

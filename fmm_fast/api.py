@@ -17,7 +17,7 @@ from fmm_fast.errors import UserError
 from fmm_fast.evaluate import explain_split
 from fmm_fast.loading import LoadedModel, gradient_backend, load_model
 from fmm_fast.measures import get_measure
-from fmm_fast.measures.base import ExplainBatch
+from fmm_fast.measures.base import ExplainBatch, Measure
 from fmm_fast.precision import DEFAULT_PRECISION
 from fmm_fast.runrecord import dumps_record, loads_record
 from fmm_fast.settings import DEFAULT_EXPLAIN_BATCH_ROWS
@@ -148,15 +148,47 @@ def explain_encoded(
     """
     chosen = get_measure(measure, seed=seed, **options)
     engine = as_engine(loaded, token_budget=token_budget)
-    predictions = engine.logits(encoded.input_ids).argmax(axis=1)
-    if explain_predicted:
-        encoded = replace(encoded, labels=predictions.astype(np.int64))
     scoring_engine = (
         as_engine(loaded, needs_gradients=True, token_budget=token_budget)
         if chosen.needs_gradients
         else engine
     )
-    scores = explain_split(chosen, scoring_engine, encoded.input_ids, encoded, batch_rows, on_batch)
+    predictions, scores = predict_and_explain(
+        engine, scoring_engine, encoded, chosen, batch_rows, on_batch, explain_predicted
+    )
+    return to_explanations(loaded, encoded, chosen, predictions, scores)
+
+
+def predict_and_explain(
+    engine: MaskBatchEngine,
+    scoring_engine: MaskBatchEngine,
+    encoded: EncodedSplit,
+    measure: Measure,
+    batch_rows: int = 32,
+    on_batch: Callable[[int], None] | None = None,
+    explain_predicted: bool = False,
+    example_ids: np.ndarray | None = None,
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Predictions (N,) of `engine` and `measure`'s scores on `scoring_engine`, one (T_i,) array per example,
+    of the gold label or (explain_predicted) of the prediction. example_ids: (N,) the examples' indices when
+    `encoded` is a shard of a larger split."""
+    predictions = engine.logits(encoded.input_ids).argmax(axis=1)
+    if explain_predicted:
+        encoded = replace(encoded, labels=predictions.astype(np.int64))
+    scores = explain_split(
+        measure, scoring_engine, encoded.input_ids, encoded, batch_rows, on_batch, example_ids
+    )
+    return predictions, scores
+
+
+def to_explanations(
+    loaded: LoadedModel,
+    encoded: EncodedSplit,
+    measure: Measure,
+    predictions: np.ndarray,
+    scores: list[np.ndarray],
+) -> list[Explanation]:
+    """Explanation records of a split from its predictions (N,) and one (T_i,) score array per example."""
     names = loaded.info.label_names
     return [
         Explanation(
@@ -165,8 +197,8 @@ def explain_encoded(
             explained=[bool(e) for e in flags],
             label=names[int(label)],
             prediction=names[int(prediction)],
-            measure=chosen.name,
-            signed=chosen.signed,
+            measure=measure.name,
+            signed=measure.signed,
         )
         for ids, row_scores, flags, label, prediction in zip(
             encoded.input_ids, scores, encoded.explained, encoded.labels, predictions, strict=True

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -55,8 +56,14 @@ def explain_split(
     split: EncodedSplit,
     batch_rows: int,
     on_batch: Callable[[int], None] | None = None,
+    example_ids: np.ndarray | None = None,
 ) -> list[np.ndarray]:
-    """Scores of `measure` for every sequence: batches of similar length, one explain() call each."""
+    """Scores of `measure` for every sequence: batches of similar length, one explain() call each.
+
+    example_ids: (N,) the sequences' indices in the whole split (default 0..N-1), for measures that draw
+    random numbers per example.
+    """
+    ids = np.arange(len(sequences)) if example_ids is None else np.asarray(example_ids, dtype=np.int64)
     order = np.argsort([len(s) for s in sequences], kind="stable")
     scores: list[np.ndarray] = [np.empty(0)] * len(sequences)
     pad_id = engine.info.pad_id
@@ -66,13 +73,185 @@ def explain_split(
         explained = np.zeros(input_ids.shape, dtype=bool)
         for r, i in enumerate(rows):
             explained[r, : len(sequences[i])] = split.explained[i]
-        batch = ExplainBatch(input_ids, attention_mask, split.labels[rows], explained)
+        batch = ExplainBatch(input_ids, attention_mask, split.labels[rows], explained, ids[rows])
         batch_scores = measure.explain(batch, engine)
         for r, i in enumerate(rows):
             scores[i] = np.asarray(batch_scores[r, : len(sequences[i])], dtype=np.float64)
         if on_batch is not None:
             on_batch(len(rows))
     return scores
+
+
+@dataclass
+class ErasureStep:
+    """One finished erasure step of one measure on some examples.
+
+    step: j of r_j (1..10); erased: the masked inputs at r_j, one (T_i,) array per example;
+    predictions: (N,) int64 predicted labels on them, None at r = 1 (every explained token masked:
+    shared by all measures, scored once); fixed_scores: a non-recursive measure's scores (lists), else None.
+    """
+
+    step: int
+    erased: list[np.ndarray]
+    predictions: np.ndarray | None
+    fixed_scores: list[list[float]] | None
+
+
+def erasure_steps(
+    name: str,
+    split: EncodedSplit,
+    engine: MaskBatchEngine,
+    current: list[np.ndarray],
+    first_step: int,
+    seed: int,
+    batch_rows: int,
+    fixed_scores: list[list[float]] | None = None,
+    on_batch: Callable[[int], None] | None = None,
+    engine_for: Callable[[Measure], MaskBatchEngine] | None = None,
+    measure_options: dict | None = None,
+    example_ids: np.ndarray | None = None,
+) -> Iterator[ErasureStep]:
+    """Recursive erasure of `split` by measure `name` from step `first_step` (inputs `current`) to r = 1.
+
+    Yields each step as it finishes, so a caller can save it before the next one starts. The erasure of an
+    example depends only on that example, so any sharding of a split gives the same steps (up to fp32 noise
+    from other batch compositions). `engine` scores the erased inputs; engine_for(measure) is the engine a
+    measure explains on (default `engine`; gradient measures need a gradient backend). measure_options:
+    the measure's cost knobs (get_measure's options). example_ids: (N,) the examples' indices in the whole
+    split when `split` is a shard of it (default 0..N-1).
+    """
+    mask_id = engine.info.mask_id
+    report = on_batch or (lambda _: None)
+    lengths = [int(e.sum()) for e in split.explained]
+    steps_total = len(RATIOS) - 1
+    for step in range(first_step, steps_total + 1):
+        if step == steps_total:
+            report(len(split))
+            yield ErasureStep(step, fully_masked(split, mask_id), None, fixed_scores)
+            return
+        # a fresh measure per step with a step-derived seed: a resumed run redraws identically
+        measure = get_measure(name, seed=seed * 1000 + step, **(measure_options or {}))
+        if measure.recursive or fixed_scores is None:
+            explaining = engine if engine_for is None else engine_for(measure)
+            scores = explain_split(measure, explaining, current, split, batch_rows, report, example_ids)
+            if not measure.recursive:
+                fixed_scores = [s.tolist() for s in scores]
+        else:
+            scores = [np.asarray(s) for s in fixed_scores]
+            report(len(split))
+        count = [int(masked_count(float(RATIOS[step]), n)) for n in lengths]
+        current = [
+            erase_top(ids, e, s, k, mask_id)
+            for ids, e, s, k in zip(current, split.explained, scores, count, strict=True)
+        ]
+        # this scoring pass serves as the next step's LOO reference from the engine's cache
+        predictions = engine.logits(current).argmax(axis=1)
+        yield ErasureStep(step, current, predictions, fixed_scores)
+
+
+def measure_names(measures: Sequence[str], options: dict | None = None) -> list[str]:
+    """Canonical names ("beam" → "beam-sign-10"), `rand` first, each once (one state, one result each)."""
+    return list(dict.fromkeys([BASELINE, *(get_measure(m, **(options or {})).name for m in measures)]))
+
+
+def fully_masked(split: EncodedSplit, mask_id: int) -> list[np.ndarray]:
+    """Every explained token masked (r = 1): one (T_i,) array per example."""
+    return [np.where(e, mask_id, ids) for ids, e in zip(split.input_ids, split.explained, strict=True)]
+
+
+def apply_masked(input_ids: list[np.ndarray], masked: list[list[int]], mask_id: int) -> list[np.ndarray]:
+    """The inputs with the saved masked positions (one list per example) set to mask_id."""
+    current = []
+    for ids, positions in zip(input_ids, masked, strict=True):
+        x = ids.copy()
+        x[np.asarray(positions, dtype=np.int64)] = mask_id
+        current.append(x)
+    return current
+
+
+def masked_positions(erased: list[np.ndarray], mask_id: int) -> list[list[int]]:
+    """Inverse of apply_masked: the masked positions of each example (what state files store)."""
+    return [np.flatnonzero(x == mask_id).tolist() for x in erased]
+
+
+def save_masked_step(
+    out_dir: Path, name: str, ratio: float, erased: list[np.ndarray], labels: np.ndarray
+) -> None:
+    """`--save-masked`: the masked test set of one measure at one ratio, for `fmm-fast masf --measure`."""
+    folder = out_dir / "masked" / name
+    folder.mkdir(parents=True, exist_ok=True)
+    save_ragged(folder / f"ratio-{ratio:.1f}.npz", erased, labels=labels)
+
+
+def undefined_racu_reason(predicted: np.ndarray, label_names: Sequence[str], metric: str) -> str:
+    """Why RACU has no value: the rand curve is flat, most often because the model predicts one class.
+
+    predicted: (L,) how many examples the model predicts as each label at r = 0.
+    """
+    counts = np.asarray(predicted)
+    if np.count_nonzero(counts) == 1:
+        label = label_names[int(counts.argmax())]
+        return f"the model predicts one class ('{label}' for all {int(counts.sum())} examples)"
+    return f"random masking leaves the {metric} unchanged (a flat rand curve)"
+
+
+def erasure_result(
+    states: dict[str, dict],
+    labels: np.ndarray,
+    metric: str,
+    seconds: float,
+    predicted: np.ndarray,
+    label_names: Sequence[str],
+) -> dict:
+    """Curves, ACU/RACU against `rand` and costs from each measure's finished state ("curve": one metrics
+    dict per ratio, "seconds", "forward_passes"); labels: (N,) gold labels (the majority baseline);
+    predicted: (L,) examples predicted as each label at r = 0 (why a RACU is undefined, if one is)."""
+    metric_names = list(states[BASELINE]["curve"][0])
+    curves = {
+        name: {m: [point[m] for point in s["curve"]] for m in metric_names} for name, s in states.items()
+    }
+    names = list(curves)
+    measure_curves = np.asarray([curves[n][metric] for n in names], dtype=np.float64)
+    baseline = np.repeat(measure_curves[names.index(BASELINE)][None, :], len(names), axis=0)
+    acu, racu = acu_racu(measure_curves, baseline, RATIOS)
+    majority = float(np.bincount(labels).max() / len(labels)) if len(labels) else float("nan")
+    measures = {
+        name: {
+            "signed": bool(get_measure(name).signed),
+            "acu": float(acu[i]),
+            "racu": float(racu[i]),
+            "seconds": float(states[name]["seconds"]),
+            "forward_passes": int(states[name]["forward_passes"]),
+        }
+        for i, name in enumerate(names)
+    }
+    for i, name in enumerate(names):
+        if np.isnan(racu[i]):
+            measures[name]["racu_undefined"] = undefined_racu_reason(predicted, label_names, metric)
+    return {
+        "curves": curves,
+        "measures": measures,
+        "metric": metric,
+        "majority_baseline": majority,
+        "ratios": [float(r) for r in RATIOS],
+        "n_examples": len(labels),
+        "seconds_this_session": seconds,
+    }
+
+
+def load_state(path: Path, required: str) -> dict | None:
+    """A saved state record holding key `required`, or None when there is none or it is damaged (then
+    with a warning: the caller recomputes it)."""
+    if not path.is_file():
+        return None
+    try:
+        state = read_record(path)
+        if required not in state:
+            raise ValueError("not a state record")
+    except (OSError, UnicodeDecodeError, ValueError, LookupError, TypeError) as error:
+        print(f"fmm-fast: warning: {path} is damaged ({error}); recomputing it", file=sys.stderr)
+        return None
+    return state
 
 
 class ErasureRun:
@@ -98,8 +277,6 @@ class ErasureRun:
         self.progress_factory = progress_factory
         self.mask_id = engine.info.mask_id
         self.state_dir = out_dir / "state"
-        self.ratios = RATIOS
-        self.lengths = np.asarray([int(e.sum()) for e in split.explained])
         if engine.info.num_labels <= int(split.labels.max(initial=0)):
             raise UserError(
                 f"the model has {engine.info.num_labels} labels but the dataset uses label index "
@@ -112,29 +289,13 @@ class ErasureRun:
         predictions = logits.argmax(axis=1)
         return compute_metrics(self.split.labels, predictions, self.engine.info.num_labels)
 
-    def _fully_masked(self) -> list[np.ndarray]:
-        return [
-            np.where(e, self.mask_id, ids)
-            for ids, e in zip(self.split.input_ids, self.split.explained, strict=True)
-        ]
-
     # -- state ---------------------------------------------------------------------------------
     def _load_state(self, name: str) -> dict | None:
         """A saved state, or None when there is none or it is damaged (then with a warning: recomputed).
 
         Which run the states belong to is settled by the directory's run marker (claim_directory).
         """
-        path = self.state_dir / f"{name}.json"
-        if not path.is_file():
-            return None
-        try:
-            state = read_record(path)
-            if ("r0" if name == "shared" else "curve") not in state:
-                raise ValueError("not a state record")
-        except (OSError, UnicodeDecodeError, ValueError, LookupError, TypeError) as error:
-            print(f"fmm-fast: warning: {path} is damaged ({error}); recomputing it", file=sys.stderr)
-            return None
-        return state
+        return load_state(self.state_dir / f"{name}.json", "r0" if name == "shared" else "curve")
 
     def _save_state(self, name: str, state: dict) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -160,65 +321,44 @@ class ErasureRun:
             "seconds": 0.0,
             "forward_passes": 0,
         }
-        steps_total = len(self.ratios) - 1
+        steps_total = len(RATIOS) - 1
         done = len(state["curve"]) - 1
         if done >= steps_total:
             return state
         progress = self._progress(name, (steps_total - done) * len(self.split))
-        for step in range(done + 1, len(self.ratios)):
-            started, rows_before = time.perf_counter(), self.engine.stats.forward_rows
-            current = self._apply(state["masked"])
-            if step == steps_total:
-                erased, metrics = self._fully_masked(), shared["r1"]  # no measure computed at r = 1
-                progress_update(progress, len(self.split))
-            else:
-                # a fresh measure per step with a step-derived seed: a resumed run redraws identically
-                measure = get_measure(
-                    name, seed=self.settings.seed * 1000 + step, **self.settings.measure_options
-                )
-                if measure.recursive or state["fixed_scores"] is None:
-                    scores = explain_split(
-                        measure,
-                        self._engine_for(measure),
-                        current,
-                        self.split,
-                        self.settings.engine.explain_batch_rows,
-                        lambda k: progress_update(progress, k),
-                    )
-                    if not measure.recursive:
-                        state["fixed_scores"] = [s.tolist() for s in scores]
-                else:
-                    scores = [np.asarray(s) for s in state["fixed_scores"]]
-                    progress_update(progress, len(self.split))
-                ratio = float(self.ratios[step])
-                erased = [
-                    erase_top(ids, e, s, int(masked_count(ratio, n)), self.mask_id)
-                    for ids, e, s, n in zip(current, self.split.explained, scores, self.lengths, strict=True)
-                ]
-                metrics = self._score(erased)
+        started, rows_before = time.perf_counter(), self.engine.stats.forward_rows
+        steps = erasure_steps(
+            name,
+            self.split,
+            self.engine,
+            apply_masked(self.split.input_ids, state["masked"], self.mask_id),
+            done + 1,
+            self.settings.seed,
+            self.settings.engine.explain_batch_rows,
+            state["fixed_scores"],
+            lambda k: progress_update(progress, k),
+            self._engine_for,
+            self.settings.measure_options,
+        )
+        for step in steps:
+            metrics = (  # no measure is computed at r = 1: the shared fully masked point
+                shared["r1"]
+                if step.predictions is None
+                else compute_metrics(self.split.labels, step.predictions, self.engine.info.num_labels)
+            )
             if self.settings.save_masked:
-                self._save_masked(name, step, erased)
-            state["masked"] = [np.flatnonzero(x == self.mask_id).tolist() for x in erased]
+                save_masked_step(self.out_dir, name, RATIOS[step.step], step.erased, self.split.labels)
+            state["masked"] = masked_positions(step.erased, self.mask_id)
+            state["fixed_scores"] = step.fixed_scores
             state["curve"].append(metrics)
-            state["seconds"] += time.perf_counter() - started
+            now = time.perf_counter()
+            state["seconds"] += now - started
             state["forward_passes"] += self.engine.stats.forward_rows - rows_before
+            started, rows_before = now, self.engine.stats.forward_rows
             self._save_state(name, state)
         if progress is not None:
             progress.close()
         return state
-
-    def _apply(self, masked: list[list[int]]) -> list[np.ndarray]:
-        current = []
-        for ids, positions in zip(self.split.input_ids, masked, strict=True):
-            x = ids.copy()
-            x[np.asarray(positions, dtype=np.int64)] = self.mask_id
-            current.append(x)
-        return current
-
-    def _save_masked(self, name: str, step: int, erased: list[np.ndarray]) -> None:
-        folder = self.out_dir / "masked" / name
-        folder.mkdir(parents=True, exist_ok=True)
-        save_ragged(folder / f"ratio-{self.ratios[step]:.1f}.npz", erased, labels=self.split.labels)
 
     def _progress(self, name: str, total: int):
         return None if self.progress_factory is None else self.progress_factory(total=total, desc=name)
@@ -230,66 +370,22 @@ class ErasureRun:
         claim_directory(self.out_dir, "evaluate", self.settings.fingerprint_fields())
         shared = self._load_state("shared")
         if shared is None:
+            num_labels = self.engine.info.num_labels
             predictions = self.engine.logits(list(self.split.input_ids)).argmax(axis=1)
             shared = {
-                "r0": compute_metrics(self.split.labels, predictions, self.engine.info.num_labels),
-                "r1": self._score(self._fully_masked()),
-                "r0_predicted": np.bincount(predictions, minlength=self.engine.info.num_labels).tolist(),
+                "r0": compute_metrics(self.split.labels, predictions, num_labels),
+                "r1": self._score(fully_masked(self.split, self.mask_id)),
+                "r0_predicted": np.bincount(predictions, minlength=num_labels).tolist(),
             }
             self._save_state("shared", shared)
         # canonical names ("beam" → "beam-sign-10"): one state file and one result key per measure
-        names = list(
-            dict.fromkeys(
-                [
-                    BASELINE,
-                    *(get_measure(m, **self.settings.measure_options).name for m in self.settings.measures),
-                ]
-            )
-        )
+        names = measure_names(self.settings.measures, self.settings.measure_options)
         states = {name: self.run_measure(name, shared) for name in names}
-        return self._result(states, shared, time.perf_counter() - started)
-
-    def _undefined_racu_reason(self, shared: dict) -> str:
-        """Why RACU has no value: the rand curve is flat, most often because the model predicts one class."""
-        counts = np.asarray(shared["r0_predicted"])
-        if np.count_nonzero(counts) == 1:
-            label = self.engine.info.label_names[int(counts.argmax())]
-            return f"the model predicts one class ('{label}' for all {int(counts.sum())} examples)"
-        return f"random masking leaves the {self.metric} unchanged (a flat rand curve)"
-
-    def _result(self, states: dict[str, dict], shared: dict, seconds: float) -> dict:
-        metric_names = list(states[BASELINE]["curve"][0])
-        curves = {
-            name: {m: [point[m] for point in s["curve"]] for m in metric_names} for name, s in states.items()
-        }
-        names = list(curves)
-        measure_curves = np.asarray([curves[n][self.metric] for n in names], dtype=np.float64)
-        baseline = np.repeat(measure_curves[names.index(BASELINE)][None, :], len(names), axis=0)
-        acu, racu = acu_racu(measure_curves, baseline, self.ratios)
-        labels = self.split.labels
-        majority = float(np.bincount(labels).max() / len(labels)) if len(labels) else float("nan")
-        measures = {
-            name: {
-                "signed": bool(get_measure(name).signed),
-                "acu": float(acu[i]),
-                "racu": float(racu[i]),
-                "seconds": float(states[name]["seconds"]),
-                "forward_passes": int(states[name]["forward_passes"]),
-            }
-            for i, name in enumerate(names)
-        }
-        for i, name in enumerate(names):
-            if np.isnan(racu[i]):
-                measures[name]["racu_undefined"] = self._undefined_racu_reason(shared)
-        return {
-            "curves": curves,
-            "measures": measures,
-            "metric": self.metric,
-            "majority_baseline": majority,
-            "ratios": [float(r) for r in self.ratios],
-            "n_examples": len(self.split),
-            "seconds_this_session": seconds,
-        }
+        seconds = time.perf_counter() - started
+        info = self.engine.info
+        return erasure_result(
+            states, self.split.labels, self.metric, seconds, shared["r0_predicted"], info.label_names
+        )
 
 
 def progress_update(progress, count: int) -> None:
@@ -321,7 +417,17 @@ def evaluate_model(
         progress_factory=progress_factory,
     )
     result = run.run()
-    record = {
+    record = evaluation_record(loaded, dataset, settings, result, engine.stats.as_dict())
+    record["durations"] = {"total_seconds": time.perf_counter() - started}
+    write_record(out_dir / "result.json", record)
+    return record
+
+
+def evaluation_record(
+    loaded: LoadedModel, dataset: TextDataset, settings: EvaluationSettings, result: dict, engine: dict
+) -> dict:
+    """The result.json record of one seed: what ran, on what, and erasure_result's curves and scores."""
+    return {
         "kind": "evaluate",
         "fmm_fast_version": __version__,
         "arguments": settings.to_dict(),
@@ -336,9 +442,6 @@ def evaluate_model(
         "split": settings.data.split,
         "seed": settings.seed,
         **result,
-        "durations": {"total_seconds": time.perf_counter() - started},
-        "engine": engine.stats.as_dict(),
+        "engine": engine,
         "versions": versions(),
     }
-    write_record(out_dir / "result.json", record)
-    return record

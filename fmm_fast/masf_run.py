@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
 from fmm_fast import __version__
-from fmm_fast.engine import MaskBatchEngine
+from fmm_fast.engine import EngineStats, MaskBatchEngine
 from fmm_fast.errors import UserError
 from fmm_fast.loading import LoadedModel
 from fmm_fast.masf import MaSFCalibration, summarize_p_values
@@ -18,6 +20,14 @@ from fmm_fast.runrecord import versions
 from fmm_fast.settings import MasfSettings
 from fmm_fast.stats import RATIOS
 from fmm_fast.types import load_ragged
+
+
+class SignalSource(Protocol):
+    """What MaSF needs of an engine: MaskBatchEngine, or distributed.signals.ShardedSignals on Ray workers."""
+
+    stats: EngineStats
+
+    def signals(self, sequences: Sequence[np.ndarray], progress=None) -> np.ndarray: ...
 
 
 def calibration_strategy(strategy: str) -> str:
@@ -55,15 +65,19 @@ def saved_masked_dir(settings: MasfSettings) -> Path | None:
     return Path(settings.evaluation) / "masked" / settings.measure
 
 
-def run_masf(loaded: LoadedModel, settings: MasfSettings, progress=None) -> dict[str, dict]:
+def run_masf(
+    loaded: LoadedModel, settings: MasfSettings, progress=None, engine: SignalSource | None = None
+) -> dict[str, dict]:
     """Per-ratio Simes summaries and per-example p-values of one model, per calibration method of
     settings.calibrations (SPEC §6).
 
     Every method scores the same signals (one forward pass per example and set); settings.calibration_seed
-    picks the split's halves. Returns {method: JSON-ready dict}.
+    picks the split's halves. engine: what computes the signals, default a MaskBatchEngine on
+    loaded.backend. Returns {method: JSON-ready dict}.
     """
     calibrations, calibration_seed = settings.calibrations, settings.calibration_seed
-    engine = MaskBatchEngine(loaded.backend, token_budget=settings.engine.token_budget, cache_rows=0)
+    if engine is None:
+        engine = MaskBatchEngine(loaded.backend, token_budget=settings.engine.token_budget, cache_rows=0)
     info = loaded.info
     seed, masked_dir = settings.seed, saved_masked_dir(settings)
     _, validation = open_split(loaded, replace(settings.data, limit=None), "validation")

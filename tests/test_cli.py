@@ -219,7 +219,6 @@ def _p_values_csv(path) -> dict[str, dict[str, list[float]]]:
     return by_label
 
 
-
 def _explain_scores(checkpoint, data, tmp_path, name: str, *extra: str) -> list[list[float]]:
     out = tmp_path / f"{name}{'-'.join(extra)}.jsonl"
     flags = [*data_flags(data), "--limit", "3", "--out", str(out)]

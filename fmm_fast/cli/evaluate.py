@@ -20,8 +20,12 @@ from fmm_fast.cli.options import (
     data_options,
     engine_options,
     parse_measure_options,
+    scale_options,
 )
 from fmm_fast.data.base import TextDataset
+from fmm_fast.distributed.evaluation import evaluate_sharded
+from fmm_fast.distributed.pool import WorkerPool, open_pool
+from fmm_fast.distributed.runtime import ScaleOptions, check_scale_out, check_worker_precision
 from fmm_fast.engine import MaskBatchEngine
 from fmm_fast.errors import UserError
 from fmm_fast.evaluate import BASELINE, evaluate_model
@@ -38,6 +42,7 @@ CURVE_FILES = ("curves.csv", "curves.png")
 
 
 @app.command()
+@scale_options()
 @backend_options()
 @engine_options()
 @data_options(split_help="Split to erase.")
@@ -71,12 +76,15 @@ def evaluate(
     *,
     engine: EngineOptions,
     backend: BackendOptions,
+    scale: ScaleOptions | None,
 ) -> None:
     """Recursive erasure at r = 0, 0.1, ..., 1 (SPEC §4) and ACU/RACU against `rand` (SPEC §5).
 
     Finished steps are saved as they complete: rerun the same command to resume an interrupted run (only
     the same model file content, data options and precision resume). Writes OUT/seed-S/result.json (one per
-    seed), OUT/curves.csv and OUT/curves.png.
+    seed), OUT/curves.csv and OUT/curves.png. With --workers/--ray-address each Ray worker runs whole
+    erasures of a shard of the examples; finished shards are saved, so a rerun resumes too (with the same
+    worker count).
 
     With --protocol aopc every explanation is computed once on the unmasked input and scored with SPEC §8's
     metrics (dataset means with 95% bootstrap CIs) and a non-recursive erasure curve; writes
@@ -105,12 +113,19 @@ def evaluate(
         raise UserError(
             "--save-masked belongs to the recursive protocol; drop it or use --protocol recursive"
         )
+    if scale is not None:
+        if protocol != "recursive":
+            raise UserError(
+                "--workers/--ray-address run the recursive protocol; drop them for --protocol aopc"
+            )
+        check_scale_out(scale, model, measure)
     check_container(out, _own_entry)
     runs = {s: replace(settings, seed=s) for s in seed}
     if protocol == "aopc" and not overwrite:
         for s in seed:
             check_fresh(out / f"seed-{s}")  # before any work: a finished run is never overwritten
     loaded = load_model(model, backend)
+    check_worker_precision(scale, loaded.precision.used)
     if protocol == "recursive":
         for s, run in runs.items():  # before any work: each seed directory is new or resumes this run
             fields = run.ran_in(loaded.precision.used).fingerprint_fields()
@@ -133,7 +148,8 @@ def evaluate(
                 external, backend, mask_engine, quiet,
             )  # fmt: skip
         else:
-            _evaluate_seeds(out, runs, loaded, text_dataset, encoded, mask_engine, quiet)
+            with open_pool(scale, model, backend.provider, engine.token_budget) as pool:
+                _evaluate_seeds(out, runs, loaded, text_dataset, encoded, mask_engine, pool, quiet)
 
 
 def _own_entry(name: str) -> bool:
@@ -148,15 +164,19 @@ def _evaluate_seeds(
     text_dataset: TextDataset,
     encoded: EncodedSplit,
     engine: MaskBatchEngine,
+    pool: WorkerPool | None,
     quiet: bool,
 ) -> None:
-    """Every seed's recursive curves into OUT/seed-S, then the curves of all seeds as CSV and PNG."""
+    """Every seed's recursive curves into OUT/seed-S (in this process, or on `pool`'s Ray workers), then
+    the curves of all seeds as CSV and PNG."""
     rows = []
+    progress = None if quiet else progress_bar
     for s, settings in runs.items():
         run_dir = out / f"seed-{s}"
-        record = evaluate_model(
-            loaded, text_dataset, encoded, settings, run_dir, engine, None if quiet else progress_bar
-        )
+        if pool is None:
+            record = evaluate_model(loaded, text_dataset, encoded, settings, run_dir, engine, progress)
+        else:
+            record = evaluate_sharded(pool, loaded, text_dataset, encoded, settings, run_dir, progress)
         rows += _curve_rows(record)
         _print_summary(record, run_dir)
     _write_csv(out / "curves.csv", rows)

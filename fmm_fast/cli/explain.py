@@ -18,7 +18,11 @@ from fmm_fast.cli.options import (
     data_options,
     engine_options,
     parse_measure_options,
+    scale_options,
 )
+from fmm_fast.distributed.explanation import explain_sharded
+from fmm_fast.distributed.pool import open_pool
+from fmm_fast.distributed.runtime import ScaleOptions, check_scale_out, check_worker_precision
 from fmm_fast.loading import load_model
 from fmm_fast.outputs import check_file, output_lock
 from fmm_fast.pipeline import DataOptions, open_split
@@ -27,6 +31,7 @@ from fmm_fast.settings import BackendOptions, EngineOptions, ExplainSettings
 
 
 @app.command()
+@scale_options()
 @backend_options()
 @engine_options()
 @data_options(split_help="Split to explain.", limit=20)
@@ -49,29 +54,36 @@ def explain(
     *,
     engine: EngineOptions,
     backend: BackendOptions,
+    scale: ScaleOptions | None,
 ) -> None:
     """Explain the gold-label logit of each example with one importance measure (SPEC §3)."""
     settings = ExplainSettings(
         str(model), data, measure, seed, parse_measure_options(measure_option), engine, backend
     )
+    if scale is not None:
+        check_scale_out(scale, model, [measure])
     page = out.with_suffix(".html")
     for path in [out, page] if html else [out]:
         check_file(path, overwrite)
     loaded = load_model(model, backend)
+    check_worker_precision(scale, loaded.precision.used)
     print(f"model {model} on {loaded.backend.name}")
     _, encoded = open_split(loaded, data)
     with output_lock(out, file=True):
-        with progress_bar(len(encoded), measure, quiet=quiet) as bar:
-            explanations = explain_encoded(
-                loaded,
-                encoded,
-                settings.measure,
-                settings.seed,
-                batch_rows=engine.explain_batch_rows,
-                token_budget=engine.token_budget,
-                on_batch=bar.update,
+        with (
+            open_pool(scale, model, backend.provider, engine.token_budget) as pool,
+            progress_bar(len(encoded), measure, quiet=quiet) as bar,
+        ):
+            arguments = (loaded, encoded, settings.measure, settings.seed)
+            options = {
+                "batch_rows": engine.explain_batch_rows,
+                "on_batch": bar.update,
                 **settings.measure_options,
-            )
+            }
+            if pool is None:
+                explanations = explain_encoded(*arguments, token_budget=engine.token_budget, **options)
+            else:  # the workers' engines have the token budget
+                explanations = explain_sharded(pool, *arguments, **options)
         extra = [{"index": i, "text": t, "pair": p} for i, (t, p) in enumerate(encoded.texts)]
         save_explanations(out, explanations, extra)
         print(f"wrote {len(explanations)} explanations to {out}")

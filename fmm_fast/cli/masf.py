@@ -16,7 +16,11 @@ from fmm_fast.cli.options import (
     backend_options,
     data_options,
     engine_options,
+    scale_options,
 )
+from fmm_fast.distributed.pool import open_pool
+from fmm_fast.distributed.runtime import ScaleOptions, check_scale_out, check_worker_precision
+from fmm_fast.distributed.signals import ShardedSignals
 from fmm_fast.loading import load_model
 from fmm_fast.masf import IN_DISTRIBUTION_LEVEL
 from fmm_fast.masf_run import masf_record, run_masf
@@ -30,6 +34,7 @@ from fmm_fast.stats import RATIOS
 
 
 @app.command()
+@scale_options()
 @backend_options()
 @engine_options(explain_rows=False)
 @data_options(split_help="Split whose masked copies are tested.")
@@ -59,6 +64,7 @@ def masf(
     quiet: QuietOption = False,
     engine: EngineOptions,
     backend: BackendOptions,
+    scale: ScaleOptions | None,
 ) -> None:
     """MaSF p-values versus masking ratio: are masked inputs in distribution? (SPEC §6)
 
@@ -82,9 +88,14 @@ def masf(
         engine,
         backend,
     )
+    if scale is not None:
+        for path in model:
+            check_scale_out(scale, path, [])
     check_directory(out, "masf", settings.fingerprint_fields(), overwrite)  # before any work
     started = time.perf_counter()
     loaded_models = [load_model(path, backend) for path in model]
+    for loaded in loaded_models:
+        check_worker_precision(scale, loaded.precision.used)
     with output_lock(out):
         claim_directory(out, "masf", settings.fingerprint_fields(), overwrite)
         results = {}
@@ -94,8 +105,13 @@ def masf(
             state = out / "state" / f"model-{index}.json"
             by_method = _saved_results(state)
             if by_method is None:
-                with progress_bar(len(RATIOS) + 1, name, unit="set", quiet=quiet) as bar:
-                    computed = run_masf(loaded, settings, bar)
+                with (
+                    open_pool(scale, path, backend.provider, engine.token_budget) as pool,
+                    progress_bar(len(RATIOS) + 1, name, unit="set", quiet=quiet) as bar,
+                ):
+                    computed = run_masf(loaded, settings, bar, None if pool is None else ShardedSignals(pool))
+                    if pool is not None:  # saved with the results, so a resumed run reports them too
+                        computed = {method: {**r, "workers": pool.record()} for method, r in computed.items()}
                 state.parent.mkdir(exist_ok=True)
                 write_record(state, computed)
                 by_method = _saved_results(state)  # as a resumed run reads it: both write the same record

@@ -271,3 +271,51 @@ def backend_options(
             )
         )
     return option_group("backend", BackendOptions, parameters)
+
+
+def scale_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--workers, --ray-address, --worker-cpus, --worker-gpus, handed over as `scale: ScaleOptions | None`
+    (None: one process, Ray not needed)."""
+    from fmm_fast.distributed.runtime import ScaleOptions
+
+    parameters = [
+        _option(
+            "workers",
+            Annotated[
+                int | None,
+                typer.Option(
+                    help="Spread the work over N Ray workers: a local Ray runtime, or N workers of the "
+                    "--ray-address cluster (needs the `ray` extra and an .onnx model)."
+                ),
+            ],
+            None,
+        ),
+        _option(
+            "ray_address",
+            Annotated[
+                str | None,
+                typer.Option(
+                    help="Join a running Ray cluster (auto, or HEAD:6379) and use its CPUs/GPUs "
+                    "(docs/many-machines.md)."
+                ),
+            ],
+            None,
+        ),
+        _option(
+            "worker_cpus",
+            Annotated[int, typer.Option(help="CPUs per Ray worker = its ONNX Runtime intra-op threads.")],
+            1,
+        ),
+        _option(
+            "worker_gpus",
+            Annotated[
+                float | None,
+                typer.Option(
+                    help="GPUs per Ray worker, fractional allowed (default: 1 with --provider "
+                    "cuda/tensorrt, else 0)."
+                ),
+            ],
+            None,
+        ),
+    ]
+    return option_group("scale", ScaleOptions.from_flags, parameters)

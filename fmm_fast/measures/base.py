@@ -19,12 +19,15 @@ class ExplainBatch:
     input_ids: (B, T) int64; attention_mask: (B, T) int64 (1 = real token);
     labels: (B,) int64 gold labels (the target logit); explained: (B, T) bool, tokens a measure may score
     (first segment, non-special). Tokens already equal to the mask id count as explained but masked.
+    example_ids: (B,) int64 the rows' example indices in their split, or None. Measures that draw random
+    numbers draw them per example when given, so a split sharded across workers draws what one process does.
     """
 
     input_ids: np.ndarray
     attention_mask: np.ndarray
     labels: np.ndarray
     explained: np.ndarray
+    example_ids: np.ndarray | None = None
 
 
 def check_positive(option: str, value: int) -> int:

@@ -9,7 +9,11 @@ from fmm_fast.measures.base import ExplainBatch, Measure
 
 
 class RandomMeasure(Measure):
-    """Scores from one numpy Generator seeded at construction: a run is reproducible, calls differ."""
+    """Scores from one numpy Generator seeded at construction: a run is reproducible, calls differ.
+
+    A batch with example_ids draws each row from its own Generator seeded by (seed, example id) instead,
+    so the draws do not depend on which examples share a batch (or a worker).
+    """
 
     name = "rand"
     signed = False
@@ -20,5 +24,11 @@ class RandomMeasure(Measure):
 
     def explain(self, batch: ExplainBatch, engine: MaskBatchEngine) -> np.ndarray:
         """(B, T) float64: U[0, 1) on explained tokens, 0 elsewhere (the engine is not used)."""
-        scores = self.rng.random(batch.input_ids.shape)
+        if batch.example_ids is None:
+            scores = self.rng.random(batch.input_ids.shape)
+        else:  # a row's first T_i draws are the same whatever the padded width T
+            width = batch.input_ids.shape[1]
+            scores = np.stack(
+                [np.random.default_rng([self.seed, int(i)]).random(width) for i in batch.example_ids]
+            )
         return np.where(batch.explained, scores, 0.0)

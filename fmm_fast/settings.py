@@ -20,7 +20,6 @@ from fmm_fast.backends.options import BackendOptions, check
 from fmm_fast.base_models import TINY_ROBERTA
 from fmm_fast.engine import DEFAULT_TOKEN_BUDGET
 from fmm_fast.errors import UserError
-from fmm_fast.masf import check_calibration_method
 from fmm_fast.masking import DEFAULT_STRATEGY, TRAINING_BATCH_SIZE, check_strategy
 from fmm_fast.measures.registry import check_measure_options, get_measure
 from fmm_fast.model_digest import model_sha256
@@ -211,6 +210,8 @@ class MasfSettings(RunSettings):
     backend: BackendOptions = field(default_factory=BackendOptions)
 
     def __post_init__(self) -> None:
+        from fmm_fast.masf import check_calibration_method  # imports Numba: not at CLI start-up
+
         object.__setattr__(self, "models", tuple(self.models))
         object.__setattr__(self, "calibrations", tuple(dict.fromkeys(self.calibrations)))  # each method once
         for method in self.calibrations:

@@ -1,4 +1,8 @@
-"""Console entry point `fmm-fast`: one command per module, user mistakes become one line + exit 2."""
+"""Console entry point `fmm-fast`: one command per module, user mistakes become one line + exit 2.
+
+A command module imports what loads Numba, SciPy, matplotlib or a backend inside its command, so that
+`fmm-fast --help` starts fast (tests/test_cli_startup.py).
+"""
 
 from __future__ import annotations
 

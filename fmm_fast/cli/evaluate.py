@@ -7,6 +7,7 @@ import csv
 import sys
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -23,20 +24,19 @@ from fmm_fast.cli.options import (
     scale_options,
 )
 from fmm_fast.data.base import TextDataset
-from fmm_fast.distributed.evaluation import evaluate_sharded
-from fmm_fast.distributed.pool import WorkerPool, open_pool
 from fmm_fast.distributed.runtime import ScaleOptions, check_scale_out, check_worker_precision
 from fmm_fast.engine import MaskBatchEngine
 from fmm_fast.errors import UserError
-from fmm_fast.evaluate import BASELINE, evaluate_model
 from fmm_fast.external import ExternalExplanation, load_explanations
 from fmm_fast.loading import LoadedModel, load_model
 from fmm_fast.outputs import check_container, check_directory, output_lock
-from fmm_fast.peer_evaluation import PeerRunSettings, check_fresh, render_peer_table, run_peer_evaluation
 from fmm_fast.pipeline import DataOptions, open_split
 from fmm_fast.progress import progress_bar
 from fmm_fast.settings import BackendOptions, EngineOptions, EvaluationSettings
 from fmm_fast.types import EncodedSplit
+
+if TYPE_CHECKING:
+    from fmm_fast.distributed.pool import WorkerPool
 
 CURVE_FILES = ("curves.csv", "curves.png")
 
@@ -90,6 +90,11 @@ def evaluate(
     metrics (dataset means with 95% bootstrap CIs) and a non-recursive erasure curve; writes
     OUT/seed-S/peer.jsonl (per example) and OUT/seed-S/result.json.
     """
+    # these load Numba and SciPy: imported on use, so --help starts fast
+    from fmm_fast.distributed.pool import open_pool
+    from fmm_fast.evaluate import BASELINE
+    from fmm_fast.peer_evaluation import check_fresh
+
     settings = EvaluationSettings(
         str(model),
         data,
@@ -169,6 +174,10 @@ def _evaluate_seeds(
 ) -> None:
     """Every seed's recursive curves into OUT/seed-S (in this process, or on `pool`'s Ray workers), then
     the curves of all seeds as CSV and PNG."""
+    from fmm_fast.distributed.evaluation import evaluate_sharded
+    from fmm_fast.evaluate import evaluate_model
+    from fmm_fast.report.plots import plot_run_curves
+
     rows = []
     progress = None if quiet else progress_bar
     for s, settings in runs.items():
@@ -180,8 +189,6 @@ def _evaluate_seeds(
         rows += _curve_rows(record)
         _print_summary(record, run_dir)
     _write_csv(out / "curves.csv", rows)
-    from fmm_fast.report.plots import plot_run_curves
-
     plot_run_curves([out / f"seed-{s}" / "result.json" for s in runs], out / "curves.png")
     print(f"wrote {out / 'curves.csv'}, {out / 'curves.png'}")
 
@@ -202,6 +209,8 @@ def _evaluate_aopc(
     quiet: bool,
 ) -> None:
     """--protocol aopc: the SPEC §8 metrics of every measure and explanations file, per seed."""
+    from fmm_fast.peer_evaluation import PeerRunSettings, render_peer_table, run_peer_evaluation
+
     for s in seeds:
         settings = PeerRunSettings(str(model), dataset_name, data.split, s, list(measures))
         arguments = {

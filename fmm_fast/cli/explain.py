@@ -6,7 +6,6 @@ from pathlib import Path
 
 import typer
 
-from fmm_fast.api import explain_encoded, save_explanations, write_html
 from fmm_fast.cli.app import app
 from fmm_fast.cli.options import (
     MeasureOptionsOption,
@@ -20,8 +19,6 @@ from fmm_fast.cli.options import (
     parse_measure_options,
     scale_options,
 )
-from fmm_fast.distributed.explanation import explain_sharded
-from fmm_fast.distributed.pool import open_pool
 from fmm_fast.distributed.runtime import ScaleOptions, check_scale_out, check_worker_precision
 from fmm_fast.loading import load_model
 from fmm_fast.outputs import check_file, output_lock
@@ -57,6 +54,11 @@ def explain(
     scale: ScaleOptions | None,
 ) -> None:
     """Explain the gold-label logit of each example with one importance measure (SPEC §3)."""
+    # these load Numba and SciPy: imported on use, so --help starts fast
+    from fmm_fast.api import explain_encoded, save_explanations, write_html
+    from fmm_fast.distributed.explanation import explain_sharded
+    from fmm_fast.distributed.pool import open_pool
+
     settings = ExplainSettings(
         str(model), data, measure, seed, parse_measure_options(measure_option), engine, backend
     )

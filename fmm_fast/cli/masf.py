@@ -18,19 +18,13 @@ from fmm_fast.cli.options import (
     engine_options,
     scale_options,
 )
-from fmm_fast.distributed.pool import open_pool
 from fmm_fast.distributed.runtime import ScaleOptions, check_scale_out, check_worker_precision
-from fmm_fast.distributed.signals import ShardedSignals
 from fmm_fast.loading import load_model
-from fmm_fast.masf import IN_DISTRIBUTION_LEVEL
-from fmm_fast.masf_run import masf_record, run_masf
 from fmm_fast.outputs import check_directory, claim_directory, output_lock
 from fmm_fast.pipeline import DataOptions
 from fmm_fast.progress import progress_bar
-from fmm_fast.report.plots import plot_p_values
 from fmm_fast.runrecord import read_record, write_record
 from fmm_fast.settings import BackendOptions, EngineOptions, MasfSettings
-from fmm_fast.stats import RATIOS
 
 
 @app.command()
@@ -77,6 +71,12 @@ def masf(
     saturates (see the p-value floor it reports). Each model's result is saved in OUT/state as it
     finishes: rerun the same command to resume.
     """
+    # these load Numba and SciPy: imported on use, so --help starts fast
+    from fmm_fast.distributed.pool import open_pool
+    from fmm_fast.distributed.signals import ShardedSignals
+    from fmm_fast.masf_run import run_masf
+    from fmm_fast.stats import RATIOS
+
     settings = MasfSettings(
         tuple(str(m) for m in model),
         data,
@@ -143,6 +143,9 @@ def _saved_results(state: Path) -> dict | None:
 
 def _write_outputs(out: Path, settings: MasfSettings, results: dict, started: float) -> None:
     """masf.json, p_values.csv and masf.png of every model, and the table."""
+    from fmm_fast.masf_run import masf_record
+    from fmm_fast.report.plots import plot_p_values
+
     write_record(out / "masf.json", masf_record(settings, results, time.perf_counter() - started))
     _write_p_values(out / "p_values.csv", results)
     plot_p_values(
@@ -182,6 +185,8 @@ def _print_table(results: dict) -> None:
 
 def _warn_saturated_calibrations(results: dict) -> None:
     """One warning per model whose calibration cannot produce p-values below the test's level."""
+    from fmm_fast.masf import IN_DISTRIBUTION_LEVEL
+
     for label, result in results.items():
         calibration = result["calibration"]
         if calibration["p_value_floor"] > IN_DISTRIBUTION_LEVEL:

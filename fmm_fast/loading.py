@@ -30,6 +30,16 @@ class LoadedModel:
     def info(self) -> ModelInfo:
         return self.backend.info
 
+    def describe(self, path: str) -> dict:
+        """The "model" block of a run record: where it came from and what ran it."""
+        return {
+            "path": path,
+            "strategy": self.info.strategy,
+            "source": self.info.source,
+            "backend": self.backend.name,
+            "precision": self.precision.as_dict(),
+        }
+
 
 def load_model(path: str | Path, options: BackendOptions = BackendOptions()) -> LoadedModel:
     """A checkpoint directory → PyTorch backend on options.device; a `.onnx` file → ONNX Runtime backend

@@ -8,7 +8,10 @@ FORMAT_VERSION, which a reader must match.
 
 from __future__ import annotations
 
+import numpy as np
 from tokenizers import Tokenizer
+
+from fmm_fast.errors import UserError
 
 METADATA_INFO = "fmm_fast.info"
 METADATA_TOKENIZER = "fmm_fast.tokenizer"
@@ -26,3 +29,16 @@ def configure_tokenizer(tokenizer: Tokenizer, max_length: int) -> Tokenizer:
     configured.no_padding()
     configured.enable_truncation(max_length=max_length, strategy="longest_first")
     return configured
+
+
+def model_feeds(path: object, has_signals: bool, with_signals: bool, input_ids, attention_mask) -> dict:
+    """The exported graph's inputs (B, T) as contiguous int64, for ONNX Runtime and OpenVINO alike;
+    UserError when signals are asked of a file exported without them."""
+    if with_signals and not has_signals:
+        raise UserError(
+            f"'{path}' has no signals output (MaSF needs it); re-export it with `fmm-fast export`"
+        )
+    return {
+        "input_ids": np.ascontiguousarray(input_ids, dtype=np.int64),
+        "attention_mask": np.ascontiguousarray(attention_mask, dtype=np.int64),
+    }

@@ -27,6 +27,7 @@ from fmm_fast.onnx_format import (
     METADATA_TOKENIZER,
     METADATA_VERIFICATION,
     configure_tokenizer,
+    model_feeds,
 )
 from fmm_fast.runrecord import loads_record
 from fmm_fast.types import ModelInfo
@@ -140,19 +141,12 @@ class OnnxBackend:
         self, input_ids: np.ndarray, attention_mask: np.ndarray, with_signals: bool = False
     ) -> ForwardOutput:
         """input_ids, attention_mask (B, T) int64, right-padded -> logits (B, C), signals (B, L+1, D)."""
-        if with_signals and not self.has_signals:
-            raise UserError(
-                f"'{self.path}' has no signals output (MaSF needs it); re-export it with `fmm-fast export`"
-            )
+        feeds = model_feeds(self.path, self.has_signals, with_signals, input_ids, attention_mask)
         logits_only = not with_signals
         if logits_only not in self._sessions:
             self._sessions[logits_only] = self._open_session(logits_only)
         session = self._sessions[logits_only]
         names = ["logits"] if logits_only else ["logits", "signals"]
-        feeds = {
-            "input_ids": np.ascontiguousarray(input_ids, dtype=np.int64),
-            "attention_mask": np.ascontiguousarray(attention_mask, dtype=np.int64),
-        }
         outputs = self._run_bound(session, names, feeds) if self._io_binding else session.run(names, feeds)
         logits = np.asarray(outputs[0], dtype=np.float32)
         signals = None if logits_only else np.asarray(outputs[1], dtype=np.float32)

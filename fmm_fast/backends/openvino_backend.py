@@ -16,7 +16,7 @@ import numpy as np
 from fmm_fast.backends.base import ForwardOutput
 from fmm_fast.backends.onnx_backend import _read_metadata, physical_cores
 from fmm_fast.errors import UserError
-from fmm_fast.onnx_format import configure_tokenizer
+from fmm_fast.onnx_format import configure_tokenizer, model_feeds
 
 EXTRA = "openvino"  # pyproject's optional dependency group
 # fmm-fast's precision names -> OpenVINO's INFERENCE_PRECISION_HINT values
@@ -85,20 +85,12 @@ class OpenVinoBackend:
         self, input_ids: np.ndarray, attention_mask: np.ndarray, with_signals: bool = False
     ) -> ForwardOutput:
         """input_ids, attention_mask (B, T) int64, right-padded -> logits (B, C), signals (B, L+1, D)."""
-        if with_signals and not self.has_signals:
-            raise UserError(
-                f"'{self.path}' has no signals output (MaSF needs it); re-export it with `fmm-fast export`"
-            )
+        feeds = model_feeds(self.path, self.has_signals, with_signals, input_ids, attention_mask)
         logits_only = not with_signals
         if logits_only not in self._compiled:
             self._compiled[logits_only] = self._compile(logits_only)
         compiled = self._compiled[logits_only]
-        outputs = compiled(
-            {
-                "input_ids": np.ascontiguousarray(input_ids, dtype=np.int64),
-                "attention_mask": np.ascontiguousarray(attention_mask, dtype=np.int64),
-            }
-        )
+        outputs = compiled(feeds)
         logits = np.array(outputs[compiled.output("logits")], dtype=np.float32)
         signals = None if logits_only else np.array(outputs[compiled.output("signals")], dtype=np.float32)
         return ForwardOutput(logits=logits, signals=signals)

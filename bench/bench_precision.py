@@ -16,7 +16,9 @@ own rand curve, as the demo does) it reports, bf16 against fp32:
   - MaSF (in-sample and split calibration on the whole validation split): the Simes p-value per ratio
     and its largest shift.
 Decision rule (issue 14): `auto` becomes the default only if every |ΔRACU| ×100 ≤ 1 and every agreement
-≥ 99.5%; otherwise fp32 stays the default and bf16 is opt-in. Writes OUT/precision.json and OUT/precision.md.
+≥ 99.5%; otherwise fp32 stays the default and bf16 is opt-in. Writes OUT/DATASET/study.json per dataset, then
+OUT/precision.json and OUT/precision.md over every dataset studied into OUT so far (run the datasets in
+separate invocations to give them different sizes, e.g. fewer beam sentences on bAbI's longer passages).
 Erasure runs resume: rerun the same command after an interruption. A CPU without native bf16 runs the
 "bf16" side in fp32 (OpenVINO's report); the script refuses unless --allow-emulated.
 
@@ -39,8 +41,8 @@ from common import RESULTS_DIR, machine_info, machine_line
 from scipy.stats import spearmanr
 
 from fmm_fast.backends.options import BackendOptions
+from fmm_fast.base_models import TINY_ROBERTA, resolve_pretrained
 from fmm_fast.data.base import TextDataset
-from fmm_fast.demo import pretrained_minilm
 from fmm_fast.engine import MaskBatchEngine
 from fmm_fast.evaluate import BASELINE, ErasureRun, explain_split
 from fmm_fast.export import export_onnx
@@ -50,10 +52,9 @@ from fmm_fast.masf_run import run_masf
 from fmm_fast.masking import mask_explained_share
 from fmm_fast.measures import get_measure
 from fmm_fast.measures.registry import PAPER_BEAM, measure_names
-from fmm_fast.models import TINY_ROBERTA
 from fmm_fast.pipeline import DataOptions, open_split
 from fmm_fast.precision import cpu_has_native_bf16
-from fmm_fast.runrecord import versions, write_record
+from fmm_fast.runrecord import read_record, versions, write_record
 from fmm_fast.settings import EvaluationSettings, MasfSettings, TrainSettings
 from fmm_fast.stats import RATIOS
 from fmm_fast.train import train
@@ -66,6 +67,7 @@ AGREEMENT_RATIOS = (0.0, 0.5, 1.0)
 CURVE_MEASURES = [m for m in measure_names() if m not in (BASELINE, PAPER_BEAM)]  # rand always runs
 RULE = {"max_abs_delta_racu_x100": 1.0, "min_agreement": 0.995}
 SEED = 0
+STUDY_FILE = "study.json"
 
 
 @dataclass(frozen=True)
@@ -97,7 +99,7 @@ def prepare(
         data = DataOptions(dataset, size=sizes.train_size, test_size=sizes.test_size)
         checkpoint = out / "models" / dataset / "model"
         if not checkpoint.is_dir():
-            base = pretrained_minilm() if sizes.base == "minilm" else sizes.base
+            base = resolve_pretrained(sizes.base)
             print(
                 f"training a masked {sizes.base} on {dataset} ({sizes.train_size} examples)", file=sys.stderr
             )
@@ -295,12 +297,13 @@ def decide(studies: list[dict]) -> dict:
 
 
 def markdown(record: dict) -> str:
-    lines = [f"# bf16 vs fp32 fidelity\n\n{record['machine_line']}\n"]
+    lines = ["# bf16 vs fp32 fidelity\n"]
     for s in record["studies"]:
         agreement = ", ".join(f"r={r}: {100 * v:.2f}%" for r, v in s["agreement"].items())
         masf = s["masf"]
         lines += [
             f"## {s['dataset']} — {s['sentences']} test examples (beam {s['beam_sentences']})\n",
+            f"{s['machine_line']}\n",
             f"bf16: {s['backends']['bf16']} (gradients: {s['gradient_backends']['bf16']}); "
             f"fp32: {s['backends']['fp32']} (gradients: {s['gradient_backends']['fp32']})\n",
             f"Prediction agreement: {agreement}\n",
@@ -367,10 +370,11 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     print(machine_line())
     checkpoints = {"movie-snippets": args.movie_model, "babi-1": args.babi_model}
-    studies = [
-        study(dataset, checkpoints[dataset], out, sizes, (args.size, args.test_size))
-        for dataset in args.datasets
-    ]
+    for dataset in args.datasets:
+        found = study(dataset, checkpoints[dataset], out, sizes, (args.size, args.test_size))
+        write_record(out / dataset / STUDY_FILE, {**found, "machine_line": machine_line()})
+    # Every dataset studied into this folder so far, so each may run in its own invocation (own sizes).
+    studies = [read_record(path) for d in DATASETS if (path := out / d / STUDY_FILE).is_file()]
     record = {
         "command": " ".join([sys.executable, *sys.argv]),
         "quick": args.quick,

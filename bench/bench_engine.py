@@ -49,8 +49,9 @@ from common import (
 )
 
 from fmm_fast.backends.base import Backend
-from fmm_fast.backends.onnx_backend import OnnxBackend, physical_cores
+from fmm_fast.backends.onnx_backend import OnnxBackend
 from fmm_fast.engine import DEFAULT_TOKEN_BUDGET, MaskBatchEngine, mask_positions
+from fmm_fast.threads import physical_cores
 from fmm_fast.types import EncodedSplit
 
 CHUNK_SENTENCES = 10

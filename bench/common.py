@@ -34,7 +34,7 @@ import torch
 from tokenizers import Tokenizer
 
 from fmm_fast import runrecord
-from fmm_fast.backends.onnx_backend import PROVIDERS, OnnxBackend, physical_cores
+from fmm_fast.backends.onnx_backend import PROVIDERS, OnnxBackend
 from fmm_fast.backends.openvino_backend import OpenVinoBackend
 from fmm_fast.backends.torch_backend import TorchBackend
 from fmm_fast.data import load_dataset
@@ -42,6 +42,7 @@ from fmm_fast.export import export_onnx
 from fmm_fast.models import INFO_FILE, SequenceClassifier, load_checkpoint, load_pretrained, save_checkpoint
 from fmm_fast.precision import CPUINFO, cpu_flags, cpu_has_native_bf16
 from fmm_fast.runrecord import versions
+from fmm_fast.threads import physical_cores
 from fmm_fast.tokenization import encode_split
 from fmm_fast.types import EncodedSplit, ModelInfo
 

@@ -15,7 +15,7 @@ from tokenizers import Tokenizer
 from transformers import BertConfig, BertForSequenceClassification
 
 from fmm_fast import export as export_module
-from fmm_fast.backends.onnx_backend import OnnxBackend, _embedding_rows, physical_cores
+from fmm_fast.backends.onnx_backend import OnnxBackend, _embedding_rows
 from fmm_fast.backends.torch_backend import TorchBackend
 from fmm_fast.cli import main
 from fmm_fast.engine import MaskBatchEngine
@@ -29,6 +29,7 @@ from fmm_fast.models import (
     save_checkpoint,
 )
 from fmm_fast.onnx_format import METADATA_INFO, METADATA_TOKENIZER, configure_tokenizer
+from fmm_fast.threads import limited_threads, physical_cores
 from fmm_fast.types import ModelInfo, pad_batch
 
 TEXTS = [
@@ -431,3 +432,19 @@ def test_embedding_rows_are_found_in_plain_and_fused_graphs(bert_checkpoint, ber
 
 def test_physical_cores_is_within_cpu_count() -> None:
     assert 1 <= physical_cores() <= (os.cpu_count() or 1)
+
+
+def test_limited_threads_reach_onnx_runtime_torch_and_numba(roberta_onnx) -> None:
+    import numba
+
+    if physical_cores() == 1 or numba.config.NUMBA_NUM_THREADS == 1:
+        pytest.skip("a limit of 1 thread looks like the default on one core")
+    path, _ = roberta_onnx
+    before = (torch.get_num_threads(), numba.get_num_threads())
+    outside = OnnxBackend.from_file(path, provider="cpu")._sessions[True].get_session_options()
+    assert outside.intra_op_num_threads == physical_cores()
+    with limited_threads(1):
+        inside = OnnxBackend.from_file(path, provider="cpu")._sessions[True].get_session_options()
+        assert inside.intra_op_num_threads == 1
+        assert (torch.get_num_threads(), numba.get_num_threads()) == (1, 1)
+    assert (torch.get_num_threads(), numba.get_num_threads()) == before

@@ -30,6 +30,7 @@ from fmm_fast.onnx_format import (
     model_feeds,
 )
 from fmm_fast.runrecord import loads_record
+from fmm_fast.threads import compute_threads
 from fmm_fast.types import ModelInfo
 
 PROVIDERS = {
@@ -45,21 +46,6 @@ PROVIDER_CHAINS = {
 }
 # TensorRT compiles its nodes, and compiled graphs cannot be saved: it keeps its own engine cache instead.
 CACHED_PROVIDERS = ("cpu", "cuda")
-
-
-def physical_cores() -> int:
-    """CPU cores this process may run on, hyper-threads of one core counted once."""
-    try:
-        cpus = os.sched_getaffinity(0)
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-    cores = set()
-    for cpu in cpus:
-        try:
-            cores.add(Path(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list").read_text())
-        except OSError:
-            return len(cpus)
-    return max(1, len(cores))
 
 
 class OnnxBackend:
@@ -105,7 +91,8 @@ class OnnxBackend:
 
         provider: auto (CUDA when onnxruntime has it, else CPU) | cpu | cuda | tensorrt. A requested GPU
         provider that is missing falls back to CPU with a warning on stderr, or raises UserError when
-        strict_provider. threads: intra-op threads, default the physical cores (inter-op 1, sequential).
+        strict_provider. threads: intra-op threads, default fmm_fast.threads.compute_threads() (inter-op 1,
+        sequential).
         """
         import onnxruntime as ort
 
@@ -113,7 +100,7 @@ class OnnxBackend:
         info, tokenizer, verification, outputs = _read_metadata(path)
         key = _resolve_provider(provider, ort.get_available_providers(), strict_provider)
         options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or physical_cores()
+        options.intra_op_num_threads = threads or compute_threads()
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL

@@ -14,9 +14,10 @@ from typing import Any
 import numpy as np
 
 from fmm_fast.backends.base import ForwardOutput
-from fmm_fast.backends.onnx_backend import _read_metadata, physical_cores
+from fmm_fast.backends.onnx_backend import _read_metadata
 from fmm_fast.errors import UserError
 from fmm_fast.onnx_format import configure_tokenizer, model_feeds
+from fmm_fast.threads import compute_threads
 
 EXTRA = "openvino"  # pyproject's optional dependency group
 # fmm-fast's precision names -> OpenVINO's INFERENCE_PRECISION_HINT values
@@ -43,7 +44,8 @@ class OpenVinoBackend:
     """
 
     def __init__(self, path: str | Path, precision: str = "bf16", threads: int | None = None) -> None:
-        """threads: inference threads, default the physical cores (one stream: batches run one by one)."""
+        """threads: inference threads, default fmm_fast.threads.compute_threads() (one stream: batches run
+        one by one)."""
         if precision not in HINTS:
             raise UserError(f"OpenVINO runs fp32 or bf16, not '{precision}'")
         openvino = import_openvino()
@@ -56,7 +58,7 @@ class OpenVinoBackend:
         self._core = openvino.Core()
         self._config = {
             "INFERENCE_PRECISION_HINT": HINTS[precision],
-            "INFERENCE_NUM_THREADS": threads or physical_cores(),
+            "INFERENCE_NUM_THREADS": threads or compute_threads(),
             "NUM_STREAMS": 1,
             "PERFORMANCE_HINT": "LATENCY",
         }

@@ -1,7 +1,7 @@
 """The reproduction study: does masked fine-tuning make faithfulness measurable, as the FMM paper claims?
 
     bench/reproduce --scale tiny|small|paper [--datasets NAME ...] [--seeds SEED ...] [--out DIR] [--dry-run]
-                    [--masf-only]
+                    [--masf-only] [--workers N | --ray-address ADDR] [--worker-cpus K]
 
 On movie-snippets and bAbI-1/-2 (the pretrained MiniLM; bAbI at the tiny scale: a small RoBERTa trained
 from scratch, which checks the script but does not learn bAbI), for every seed of the scale, it runs the
@@ -24,12 +24,20 @@ that depend on it. A MaSF result that lacks a calibration of MASF_CALIBRATIONS i
 --masf-only trains and exports only the plain and masked models and runs MaSF: README-masf.md holds
 tables (c) and (e). A later run without it, into the same folder, reuses all of that.
 
+Steps 1-4 of one dataset × seed form a chain that depends on no other. --workers N runs up to N chains at
+once on a local Ray runtime (the `ray` extra), --ray-address ADDR on a running Ray cluster; each chain
+reserves --worker-cpus K CPUs and computes on K threads (PyTorch, ONNX Runtime, Numba), its output in
+OUT/logs/DATASET-seed-S.log; step 5 runs here once every chain has finished. On a cluster the --out folder
+must be on storage every node sees (each chain reads and writes it on its node), and every node needs
+this repository at the same path. A failed chain does not stop the others; the command then exits 1
+naming it, and a rerun resumes. Without these flags everything runs in this process, in order.
+
 Scales: tiny checks the script itself in a few minutes; small takes about 30 minutes per dataset and
 3 seeds on a quiet 2-core CPU (movie-snippets: 28 min; bAbI's longer passages take longer); paper uses
 the paper's data sizes and epochs with the whole test split (hours; beam on a GPU).
 
 This file holds the flags; reproduce_plan.py the scales and their steps, reproduce_steps.py the resumable
-step runner, reproduce_tables.py README-tables.md.
+step runner, reproduce_ray.py the chains on Ray, reproduce_tables.py README-tables.md.
 """
 
 from __future__ import annotations
@@ -42,9 +50,12 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from reproduce_plan import SCALES, Study
+from reproduce_ray import run_chains
 from reproduce_steps import StepFailed, Timings, run_steps
 from reproduce_tables import write_readme
 
+from fmm_fast.distributed.runtime import ScaleOptions, check_runtime
+from fmm_fast.errors import UserError
 from fmm_fast.runrecord import Stopwatch
 
 REPO = Path(__file__).resolve().parents[1]
@@ -52,6 +63,14 @@ TIMINGS_FILE = "steps.json"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return reproduce(argv)
+    except UserError as error:  # a bad --workers/--ray-address, Ray missing or unreachable
+        print(f"reproduce: {error}", file=sys.stderr)
+        return 2
+
+
+def reproduce(argv: Sequence[str] | None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", choices=sorted(SCALES), required=True, help="tiny | small | paper")
     parser.add_argument("--out", type=Path, help="default: bench/results/reproduce-SCALE")
@@ -67,7 +86,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="train and export only plain and masked, run MaSF (both calibrations); write README-masf.md",
     )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="run up to N chains (one dataset × seed: train, export, evaluate, masf, overlap) at once on a "
+        "local Ray runtime of N × --worker-cpus CPUs (needs the `ray` extra: pip install 'fmm-fast[ray]')",
+    )
+    parser.add_argument(
+        "--ray-address",
+        metavar="ADDR",
+        help="run the chains on a running Ray cluster (auto, or HEAD:6379); --out must then be on storage "
+        "every node sees, and this repository at the same path on every node",
+    )
+    parser.add_argument(
+        "--worker-cpus",
+        type=int,
+        default=1,
+        metavar="K",
+        help="CPUs each chain reserves = its PyTorch, ONNX Runtime and Numba threads (default: 1)",
+    )
     args = parser.parse_args(argv)
+    ray_options = ScaleOptions.from_flags(args.workers, args.ray_address, args.worker_cpus, None)
+    if ray_options is not None:
+        check_runtime(ray_options)
     scale = SCALES[args.scale]
     folder = f"reproduce-{scale.name}"
     if args.datasets:
@@ -90,7 +132,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    steps = study.steps(args.masf_only) + ([] if args.masf_only else [study.report_step()])
+    chains = study.chains(args.masf_only)
+    last = [] if args.masf_only else [study.report_step()]
+    steps = [step for chain in chains for step in chain.steps] + last
     if args.dry_run:
         for step in steps:
             print(f"[{'done' if step.done() else 'todo'}] {step.name}\n  $ {step.command}")
@@ -101,7 +145,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = "bench/reproduce " + " ".join(sys.argv[1:] if argv is None else argv)
     with Stopwatch() as clock:
         try:
-            run_steps(steps, timings)
+            if ray_options is None:
+                run_steps(steps, timings)
+            else:
+                run_chains(study, chains, args.masf_only, timings, ray_options)
+                run_steps(last, timings)
         except StepFailed as error:
             print(f"reproduce: {error}; fix the cause and rerun `{command}` to resume", file=sys.stderr)
             return 1

@@ -150,6 +150,20 @@ def _limited(limit: int | None) -> list[str]:
     return [] if limit is None else ["--limit", str(limit)]
 
 
+@dataclass(frozen=True)
+class Chain:
+    """The steps of one dataset × seed in order (train, export, evaluate, MaSF, overlap): they depend on
+    one another but on no other chain's, so chains can run at once (bench/reproduce --workers)."""
+
+    plan: DatasetPlan
+    seed: int
+    steps: list[Step]
+
+    @property
+    def name(self) -> str:
+        return f"{self.plan.dataset} seed {self.seed}"
+
+
 @dataclass
 class Study:
     """The steps of one scale and where they write. Every path is absolute: ONNX files record their
@@ -189,50 +203,56 @@ class Study:
 
     # -- the plan ----------------------------------------------------------------------------------
     def steps(self, masf_only: bool = False) -> list[Step]:
-        """Every step; masf_only: only training, export and MaSF of the plain and masked models."""
-        steps = []
-        for plan in self.scale.datasets:
-            steps += self.training_steps(plan, MASF_STRATEGIES if masf_only else CANONICAL_STRATEGIES)
-            for seed in self.scale.seeds:
-                if not masf_only:
-                    steps += self.evaluation_steps(plan, seed)
-                steps.append(self.masf_step(plan, seed))
-                if plan.has_supporting_facts and not masf_only:
-                    steps.append(self.supporting_step(plan, seed))
-        return steps
+        """Every step, chain by chain; masf_only: only training, export and MaSF of the plain and masked
+        models."""
+        return [step for chain in self.chains(masf_only) for step in chain.steps]
 
-    def training_steps(self, plan: DatasetPlan, strategies: Sequence[str]) -> list[Step]:
+    def chains(self, masf_only: bool = False) -> list[Chain]:
+        """One chain per dataset × seed, datasets in the scale's order."""
+        return [
+            self.chain(plan, seed, masf_only) for plan in self.scale.datasets for seed in self.scale.seeds
+        ]
+
+    def chain(self, plan: DatasetPlan, seed: int, masf_only: bool = False) -> Chain:
+        steps = self.training_steps(plan, MASF_STRATEGIES if masf_only else CANONICAL_STRATEGIES, seed)
+        if not masf_only:
+            steps += self.evaluation_steps(plan, seed)
+        steps.append(self.masf_step(plan, seed))
+        if plan.has_supporting_facts and not masf_only:
+            steps.append(self.supporting_step(plan, seed))
+        return Chain(plan, seed, steps)
+
+    def training_steps(self, plan: DatasetPlan, strategies: Sequence[str], seed: int) -> list[Step]:
         steps, exports = [], []
         for strategy in strategies:
-            for seed in self.scale.seeds:
-                out = self.train_dir(plan.dataset, strategy, seed)
-                argv = ["train", *plan.data_arguments(), "--model", plan.model]
-                argv += ["--strategy", strategy, "--seed", str(seed), "--epochs", str(plan.epochs)]
-                argv += ["--lr", str(plan.lr), "--out", str(out)]
-                if plan.model == TINY_ROBERTA:
-                    argv += ["--layers", str(plan.layers), "--width", str(plan.width)]
-                steps.append(
+            out = self.train_dir(plan.dataset, strategy, seed)
+            argv = ["train", *plan.data_arguments(), "--model", plan.model]
+            argv += ["--strategy", strategy, "--seed", str(seed), "--epochs", str(plan.epochs)]
+            argv += ["--lr", str(plan.lr), "--out", str(out)]
+            if plan.model == TINY_ROBERTA:
+                argv += ["--layers", str(plan.layers), "--width", str(plan.width)]
+            steps.append(
+                Step(
+                    f"train {plan.dataset} {strategy} seed {seed}",
+                    self.shown(argv),
+                    fmm_fast_command(argv),
+                    out / "run.json",
+                    complete=_finished_training,
+                    clear=out,
+                )
+            )
+            if strategy in MASF_STRATEGIES:
+                onnx = self.onnx(plan.dataset, strategy, seed)
+                argv = ["export", "--model", str(out / "model"), "--out", str(onnx)]
+                exports.append(
                     Step(
-                        f"train {plan.dataset} {strategy} seed {seed}",
+                        f"export {plan.dataset} {strategy} seed {seed}",
                         self.shown(argv),
                         fmm_fast_command(argv),
-                        out / "run.json",
-                        complete=_finished_training,
-                        clear=out,
+                        onnx,
+                        inputs=(out / "run.json",),
                     )
                 )
-                if strategy in MASF_STRATEGIES:
-                    onnx = self.onnx(plan.dataset, strategy, seed)
-                    argv = ["export", "--model", str(out / "model"), "--out", str(onnx)]
-                    exports.append(
-                        Step(
-                            f"export {plan.dataset} {strategy} seed {seed}",
-                            self.shown(argv),
-                            fmm_fast_command(argv),
-                            onnx,
-                            inputs=(out / "run.json",),
-                        )
-                    )
         return steps + exports
 
     def evaluation_steps(self, plan: DatasetPlan, seed: int) -> list[Step]:

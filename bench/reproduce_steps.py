@@ -63,18 +63,33 @@ def fmm_fast_command(argv: list[str]) -> Callable[[], None]:
 
 
 class Timings:
-    """Wall time of every step, kept across resumed runs in steps.json."""
+    """Wall time of every step, kept across resumed runs in steps.json.
 
-    def __init__(self, path: Path) -> None:
+    path None: kept in memory only, starting from `steps` (a chain on a Ray worker, whose driver writes
+    steps.json alone, from the entries each chain sends back).
+    """
+
+    def __init__(self, path: Path | None, steps: dict[str, dict] | None = None) -> None:
         self.path = path
-        self.steps: dict[str, dict] = read_record(path)["steps"] if path.is_file() else {}
+        if steps is None:
+            steps = read_record(path)["steps"] if path is not None and path.is_file() else {}
+        self.steps: dict[str, dict] = steps
 
     def record(self, step: Step, seconds: float | None, status: str) -> None:
         earlier = self.steps.get(step.name, {})
         if seconds is None:  # reused: keep the time it took when it ran
             seconds = earlier.get("seconds")
-        self.steps[step.name] = {"command": step.command, "seconds": seconds, "status": status}
-        write_record(self.path, {"steps": self.steps})
+        self.update({step.name: {"command": step.command, "seconds": seconds, "status": status}})
+
+    def update(self, entries: dict[str, dict]) -> None:
+        """Add or replace steps' entries (record's, or those another Timings recorded) and save."""
+        self.steps.update(entries)
+        if self.path is not None:
+            write_record(self.path, {"steps": self.steps})
+
+    def of(self, steps: list[Step]) -> dict[str, dict]:
+        """The entries of these steps that exist."""
+        return {step.name: self.steps[step.name] for step in steps if step.name in self.steps}
 
 
 def run_steps(steps: list[Step], timings: Timings) -> None:

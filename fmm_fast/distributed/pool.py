@@ -62,7 +62,7 @@ class WorkerPool:
             identities = self._get([actor.open.remote(self.model) for actor in self.actors])
         except ray.exceptions.RayActorError as error:
             self.close()
-            raise UserError(f"a Ray worker could not start: {_first_line(error)}") from error
+            raise UserError(f"a Ray worker could not start: {last_line(error)}") from error
         except UserError:
             self.close()
             raise
@@ -195,6 +195,7 @@ def open_pool(
         yield pool
 
 
-def _first_line(error: BaseException) -> str:
+def last_line(error: BaseException) -> str:
+    """The last non-empty line of an error's message: for a Ray error, what the remote exception said."""
     lines = [line for line in str(error).splitlines() if line.strip()]
     return lines[-1] if lines else type(error).__name__

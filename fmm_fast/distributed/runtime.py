@@ -63,10 +63,7 @@ def check_scale_out(options: ScaleOptions, model: Path, measures: list[str]) -> 
     (they run exported ONNX models, and no gradient measure)."""
     from fmm_fast.measures import get_measure
 
-    import_ray()
-    if options.address is not None:
-        check_reachable(options.address)
-
+    check_runtime(options)
     if model.suffix != ".onnx":
         raise UserError(
             f"--workers/--ray-address run an exported model, '{model}' is not an .onnx file; export it with "
@@ -79,6 +76,13 @@ def check_scale_out(options: ScaleOptions, model: Path, measures: list[str]) -> 
             "which --workers/--ray-address do not support; run them in a separate evaluation without "
             "--workers/--ray-address (they cost a few backward passes per example and step)"
         )
+
+
+def check_runtime(options: ScaleOptions) -> None:
+    """UserError unless Ray is installed and options.address (if any) answers."""
+    import_ray()
+    if options.address is not None:
+        check_reachable(options.address)
 
 
 def check_worker_precision(options: ScaleOptions | None, used: str) -> None:

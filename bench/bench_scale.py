@@ -8,6 +8,8 @@ of the same 2 cores:
   1 process × 2 threads   evaluate_model on ONNX Runtime with 2 intra-op threads (no Ray)
   2 Ray workers × 1 thread   evaluate_sharded, a local runtime of 2 CPUs
   1 Ray worker × 2 threads   evaluate_sharded, one actor of 2 CPUs
+Each layout first runs untimed on its first WARMUP_SENTENCES sentences, in the process or on the very actors
+then timed, so that cold ONNX Runtime sessions and first calls bias no layout.
 Ray's cost = time of a Ray layout / time of the single process − 1 (goal: < 10% at equal cores). Also:
 Ray start-up (ray.init + actors opening the model) and the scheduling overhead per task (round trip minus
 time inside the actor). Every layout must give the single process's curves (RACU within 1e-3).
@@ -53,25 +55,34 @@ from fmm_fast.loading import LoadedModel
 from fmm_fast.pipeline import DataOptions
 from fmm_fast.runrecord import read_record
 from fmm_fast.settings import EvaluationSettings
+from fmm_fast.types import EncodedSplit
 
 MEASURES = ("loo-abs", "beam-sign-10")
 QUICK_MEASURES = ("loo-abs", "beam-sign-2")
 LAYOUTS = ("1 process × 2 threads", "2 Ray workers × 1 thread", "1 Ray worker × 2 threads")
 PREDICTED_SENTENCES = 872
 PREDICTED_WORKERS = (8, 32, 128)
+WARMUP_SENTENCES = 4  # enough for every actor of the 2-worker layout to run each kind of task once
+
+
+def warm_up_part(split: EncodedSplit) -> EncodedSplit:
+    return split.subset(range(min(WARMUP_SENTENCES, len(split))))
 
 
 def run_single(model_path: Path, dataset, split, measure: str) -> tuple[float, dict]:
     backend = OnnxBackend.from_file(model_path, provider="cpu", threads=2)
     loaded = LoadedModel(backend, backend.tokenizer, str(model_path))
     with tempfile.TemporaryDirectory() as out:
+        first = warm_up_part(split)  # untimed, on the same session
+        warm_up = settings(model_path, measure, len(first))
+        evaluate_model(loaded, dataset, first, warm_up, Path(out) / "warm-up", MaskBatchEngine(backend))
         started = time.perf_counter()
         record = evaluate_model(
             loaded,
             dataset,
             split,
             settings(model_path, measure, len(split)),
-            Path(out),
+            Path(out) / "timed",
             MaskBatchEngine(backend),
         )
         return time.perf_counter() - started, record
@@ -91,12 +102,17 @@ def run_ray(
             backend = OnnxBackend.from_file(model_path, provider="cpu", threads=1)  # tokenizer and info only
             loaded = LoadedModel(backend, backend.tokenizer, str(model_path))
             with tempfile.TemporaryDirectory() as out:
+                # untimed, on the actors then timed (evaluate_sharded starts the pool's accounts afresh)
+                first = warm_up_part(split)
+                warm_up = settings(model_path, measure, len(first))
+                evaluate_sharded(pool, loaded, dataset, first, warm_up, Path(out) / "warm-up")
+                timed = Path(out) / "timed"
                 started = time.perf_counter()
                 run_settings = settings(model_path, measure, len(split))
-                record = evaluate_sharded(pool, loaded, dataset, split, run_settings, Path(out))
+                record = evaluate_sharded(pool, loaded, dataset, split, run_settings, timed)
                 seconds = time.perf_counter() - started
                 costs = []
-                for path in (Path(out) / "state" / "shards").glob("*.json"):
+                for path in (timed / "state" / "shards").glob("*.json"):
                     shard = read_record(path)
                     if measure in shard["measures"]:
                         share = shard["measures"][measure]["seconds"] / len(shard["indices"])

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Does the evaluation install (fmm-fast[cpu], and [gpu]) resolve to wheels only on each Python we claim?
+# Does the evaluation install (fmm-fast[cpu], and [gpu]) and the scale-out extra (fmm-fast[ray]) resolve to
+# wheels only on each Python we claim?
 # pip resolves for another Python without running it: --python-version picks the wheel tags, and
 # --only-binary=:all: refuses any source build. Nothing is installed (--dry-run); needs PyPI access.
 #
 #   bench/check_python_versions.sh [PYTHON_VERSIONS...]       default: 3.11 3.12 3.13 3.14
-#   EXTRAS="cpu gpu cpu,train" bench/check_python_versions.sh   which extras to resolve (default: cpu gpu)
+#   EXTRAS="cpu gpu cpu,train" bench/check_python_versions.sh   which extras to resolve (default: cpu gpu ray)
 #   FLOORS=1 bench/check_python_versions.sh                      every dependency at its floor (>=X as ==X):
 #                                                                do the floors themselves ship the wheels?
 #   (FLOORS is for the evaluation install: the train/hub floors do not fit one another, e.g. transformers 5
@@ -21,8 +22,8 @@ for variable in $(compgen -e | grep '^PIP_'); do unset "$variable"; done
 export PIP_CONFIG_FILE=/dev/null
 versions=("$@")
 [ ${#versions[@]} -eq 0 ] && versions=(3.11 3.12 3.13 3.14)
-read -r -a extras <<< "${EXTRAS:-cpu gpu}"
-key='^(numpy|scipy|numba|onnx|onnxruntime|onnxruntime-gpu|tokenizers|matplotlib|torch|transformers)-[0-9]'
+read -r -a extras <<< "${EXTRAS:-cpu gpu ray}"
+key='^(numpy|scipy|numba|onnx|onnxruntime|onnxruntime-gpu|tokenizers|matplotlib|torch|transformers|ray)-[0-9]'
 target=$(mktemp -d)
 trap 'rm -rf "$target"' EXIT
 constraints=()

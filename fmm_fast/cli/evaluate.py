@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import csv
-import sys
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -144,8 +143,7 @@ def evaluate(
         mask_engine = MaskBatchEngine(loaded.backend, token_budget=engine.token_budget)
         print(
             f"model {model} on {loaded.backend.name}; {text_dataset.name}/{data.split}: {len(encoded)} "
-            f"examples; measures: {', '.join([BASELINE, *[m for m in measure if m != BASELINE]])}",
-            file=sys.stderr,
+            f"examples; measures: {', '.join([BASELINE, *[m for m in measure if m != BASELINE]])}"
         )
         if protocol == "aopc":
             _evaluate_aopc(

@@ -304,6 +304,7 @@ def markdown(record: dict) -> str:
         lines += [
             f"## {s['dataset']} — {s['sentences']} test examples (beam {s['beam_sentences']})\n",
             f"{s['machine_line']}\n",
+            *([f"`{s['command']}`\n"] if "command" in s else []),
             f"bf16: {s['backends']['bf16']} (gradients: {s['gradient_backends']['bf16']}); "
             f"fp32: {s['backends']['fp32']} (gradients: {s['gradient_backends']['fp32']})\n",
             f"Prediction agreement: {agreement}\n",
@@ -370,16 +371,17 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     print(machine_line())
     checkpoints = {"movie-snippets": args.movie_model, "babi-1": args.babi_model}
+    command = " ".join([sys.executable, *sys.argv])
     for dataset in args.datasets:
         found = study(dataset, checkpoints[dataset], out, sizes, (args.size, args.test_size))
-        write_record(out / dataset / STUDY_FILE, {**found, "machine_line": machine_line()})
+        # each study keeps the invocation that made it: the datasets may come from different ones
+        record = {**found, "machine_line": machine_line(), "command": command}
+        write_record(out / dataset / STUDY_FILE, record)
     # Every dataset studied into this folder so far, so each may run in its own invocation (own sizes).
     studies = [read_record(path) for d in DATASETS if (path := out / d / STUDY_FILE).is_file()]
     record = {
-        "command": " ".join([sys.executable, *sys.argv]),
         "quick": args.quick,
         "machine": machine_info(),
-        "machine_line": machine_line(),
         "studies": studies,
         "decision": decide(studies),
         "versions": versions(),

@@ -375,8 +375,8 @@ def main() -> None:
     for dataset in args.datasets:
         found = study(dataset, checkpoints[dataset], out, sizes, (args.size, args.test_size))
         # each study keeps the invocation that made it: the datasets may come from different ones
-        record = {**found, "machine_line": machine_line(), "command": command}
-        write_record(out / dataset / STUDY_FILE, record)
+        saved = {**found, "machine_line": machine_line(), "command": command}
+        write_record(out / dataset / STUDY_FILE, saved)
     # Every dataset studied into this folder so far, so each may run in its own invocation (own sizes).
     studies = [read_record(path) for d in DATASETS if (path := out / d / STUDY_FILE).is_file()]
     record = {

@@ -4,7 +4,7 @@ straightforward PyTorch version of the same curve.
     .venv/bin/python bench/bench_curve.py [--quick] [--limit N] [--beam-sentences N]
                                           [--comparison-sentences N] [--measures M ...] [--json PATH]
 
-Per measure: `fmm_fast.evaluate.ErasureRun` (in a temporary directory) on the first N movie-snippets test
+Per measure: `protocols.erasure.ErasureRun` (in a temporary directory) on the first N movie-snippets test
 sentences (default 872, the size of SST2's test split), occlusion on ONNX Runtime fp32, gradient measures
 on the PyTorch checkpoint, as `fmm-fast evaluate` runs them. Beam runs on a seeded random subset and its
 time is extrapolated to N per sentence. LOO and beam are set beside the reference implementation's
@@ -47,17 +47,17 @@ from common import (
 )
 
 from fmm_fast.backends.base import Backend
+from fmm_fast.backends.engine import MaskBatchEngine
+from fmm_fast.backends.precision import cpu_has_native_bf16
+from fmm_fast.core.datatypes import EncodedSplit, load_ragged, pad_batch
+from fmm_fast.core.metrics import accuracy
+from fmm_fast.core.settings import EvaluationSettings
+from fmm_fast.data.masking import masked_count
+from fmm_fast.data.options import DataOptions
 from fmm_fast.data.registry import DATASETS
-from fmm_fast.engine import MaskBatchEngine
-from fmm_fast.evaluate import ErasureRun, erase_top
-from fmm_fast.masking import masked_count
-from fmm_fast.metrics import accuracy
-from fmm_fast.models import SequenceClassifier
-from fmm_fast.pipeline import DataOptions
-from fmm_fast.precision import cpu_has_native_bf16
-from fmm_fast.settings import EvaluationSettings
-from fmm_fast.stats import RATIOS
-from fmm_fast.types import EncodedSplit, load_ragged, pad_batch
+from fmm_fast.protocols.curve_stats import RATIOS
+from fmm_fast.protocols.erasure import ErasureRun, erase_top
+from fmm_fast.training.models import SequenceClassifier
 
 # One of each cost profile: a -sign variant runs the same passes as its -abs twin (only the ranking differs).
 MEASURES = ["rand", "grad-l1", "grad-l2", "inp-grad-abs", "int-grad-abs", "loo-abs"]

@@ -49,10 +49,10 @@ from common import (
 )
 
 from fmm_fast.backends.base import Backend
+from fmm_fast.backends.engine import DEFAULT_TOKEN_BUDGET, MaskBatchEngine, mask_positions
 from fmm_fast.backends.onnx_backend import OnnxBackend
-from fmm_fast.engine import DEFAULT_TOKEN_BUDGET, MaskBatchEngine, mask_positions
-from fmm_fast.threads import physical_cores
-from fmm_fast.types import EncodedSplit
+from fmm_fast.core.datatypes import EncodedSplit
+from fmm_fast.core.threads import physical_cores
 
 CHUNK_SENTENCES = 10
 ENGINE_DEFAULTS = (DEFAULT_TOKEN_BUDGET, 512)  # MaskBatchEngine's token_budget and max_rows

@@ -22,7 +22,12 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from fmm_fast.masf import CALIBRATION_METHODS, MaSFCalibration, masf_numpy_p_values, masf_oracle_p_values
+from fmm_fast.protocols.masf.statistic import (
+    CALIBRATION_METHODS,
+    MaSFCalibration,
+    masf_numpy_p_values,
+    masf_oracle_p_values,
+)
 
 LAYERS, HIDDEN = 7, 384
 SEED = 0

@@ -53,16 +53,16 @@ from common import (
 )
 
 from fmm_fast.backends.base import Backend
-from fmm_fast.engine import MaskBatchEngine
-from fmm_fast.evaluate import explain_split
-from fmm_fast.masking import pad_flags
+from fmm_fast.backends.engine import MaskBatchEngine
+from fmm_fast.backends.precision import cpu_has_native_bf16
+from fmm_fast.core.datatypes import EncodedSplit, pad_batch
+from fmm_fast.core.settings import DEFAULT_EXPLAIN_BATCH_ROWS
+from fmm_fast.data.masking import pad_flags
 from fmm_fast.measures import get_measure
 from fmm_fast.measures.base import ExplainBatch
 from fmm_fast.measures.beam import BeamSearch, beam_forward_bound, beam_search_reference
-from fmm_fast.models import SequenceClassifier
-from fmm_fast.precision import cpu_has_native_bf16
-from fmm_fast.settings import DEFAULT_EXPLAIN_BATCH_ROWS
-from fmm_fast.types import EncodedSplit, pad_batch
+from fmm_fast.protocols.erasure import explain_split
+from fmm_fast.training.models import SequenceClassifier
 
 LOO_MEASURE = "loo-abs"
 BEAM_SIZE = 10

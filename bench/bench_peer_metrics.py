@@ -37,13 +37,13 @@ from common import (
 )
 
 from fmm_fast.backends.base import Backend
+from fmm_fast.backends.engine import MaskBatchEngine
 from fmm_fast.backends.torch_backend import TorchBackend
-from fmm_fast.engine import MaskBatchEngine
-from fmm_fast.evaluate import explain_split
+from fmm_fast.core.datatypes import EncodedSplit
+from fmm_fast.core.settings import EngineOptions
 from fmm_fast.measures import get_measure
-from fmm_fast.peer_metrics import peer_metrics, peer_metrics_reference
-from fmm_fast.settings import EngineOptions
-from fmm_fast.types import EncodedSplit
+from fmm_fast.protocols.aopc_metrics import peer_metrics, peer_metrics_reference
+from fmm_fast.protocols.erasure import explain_split
 
 MEASURE = "loo-abs"
 SENTENCES = {True: 5, False: 872}  # by --quick

@@ -40,25 +40,25 @@ import numpy as np
 from common import RESULTS_DIR, machine_info, machine_line
 from scipy.stats import spearmanr
 
+from fmm_fast.backends.engine import MaskBatchEngine
+from fmm_fast.backends.loading import LoadedModel, gradient_backend, load_model
 from fmm_fast.backends.options import BackendOptions
-from fmm_fast.base_models import TINY_ROBERTA, resolve_pretrained
+from fmm_fast.backends.precision import cpu_has_native_bf16
+from fmm_fast.core.datatypes import EncodedSplit, load_ragged
+from fmm_fast.core.records import read_record, versions, write_record
+from fmm_fast.core.settings import EvaluationSettings, MasfSettings, TrainSettings
 from fmm_fast.data.base import TextDataset
-from fmm_fast.engine import MaskBatchEngine
-from fmm_fast.evaluate import BASELINE, ErasureRun, explain_split
-from fmm_fast.export import export_onnx
-from fmm_fast.loading import LoadedModel, gradient_backend, load_model
-from fmm_fast.masf import CALIBRATION_METHODS, IN_DISTRIBUTION_LEVEL
-from fmm_fast.masf_run import run_masf
-from fmm_fast.masking import mask_explained_share
+from fmm_fast.data.masking import mask_explained_share
+from fmm_fast.data.options import DataOptions, open_split
+from fmm_fast.export.onnx_export import export_onnx
 from fmm_fast.measures import get_measure
 from fmm_fast.measures.registry import PAPER_BEAM, measure_names
-from fmm_fast.pipeline import DataOptions, open_split
-from fmm_fast.precision import cpu_has_native_bf16
-from fmm_fast.runrecord import read_record, versions, write_record
-from fmm_fast.settings import EvaluationSettings, MasfSettings, TrainSettings
-from fmm_fast.stats import RATIOS
-from fmm_fast.train import train
-from fmm_fast.types import EncodedSplit, load_ragged
+from fmm_fast.protocols.curve_stats import RATIOS
+from fmm_fast.protocols.erasure import BASELINE, ErasureRun, explain_split
+from fmm_fast.protocols.masf.run import run_masf
+from fmm_fast.protocols.masf.statistic import CALIBRATION_METHODS, IN_DISTRIBUTION_LEVEL
+from fmm_fast.training.base_models import TINY_ROBERTA, resolve_pretrained
+from fmm_fast.training.train import train
 
 DATASETS = ("movie-snippets", "babi-1")
 CPU = BackendOptions(device="cpu", provider="cpu")  # the fidelity report compares precisions on the CPU

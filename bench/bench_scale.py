@@ -43,19 +43,19 @@ from common import (
 )
 from common import write_record as write_bench_record
 
+from fmm_fast.backends.engine import MaskBatchEngine
+from fmm_fast.backends.loading import LoadedModel
 from fmm_fast.backends.onnx_backend import OnnxBackend
+from fmm_fast.core.datatypes import EncodedSplit
+from fmm_fast.core.records import read_record
+from fmm_fast.core.settings import EvaluationSettings
 from fmm_fast.data import load_dataset
+from fmm_fast.data.options import DataOptions
 from fmm_fast.distributed.evaluation import evaluate_sharded
 from fmm_fast.distributed.pool import WorkerPool
 from fmm_fast.distributed.runtime import ScaleOptions
 from fmm_fast.distributed.sharding import GROUP_SIZE, GROUPS_PER_WORKER
-from fmm_fast.engine import MaskBatchEngine
-from fmm_fast.evaluate import evaluate_model
-from fmm_fast.loading import LoadedModel
-from fmm_fast.pipeline import DataOptions
-from fmm_fast.runrecord import read_record
-from fmm_fast.settings import EvaluationSettings
-from fmm_fast.types import EncodedSplit
+from fmm_fast.protocols.erasure import evaluate_model
 
 MEASURES = ("loo-abs", "beam-sign-10")
 QUICK_MEASURES = ("loo-abs", "beam-sign-2")

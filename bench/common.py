@@ -33,18 +33,24 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
-from fmm_fast import runrecord
 from fmm_fast.backends.onnx_backend import PROVIDERS, OnnxBackend
 from fmm_fast.backends.openvino_backend import OpenVinoBackend
+from fmm_fast.backends.precision import CPUINFO, cpu_flags, cpu_has_native_bf16
 from fmm_fast.backends.torch_backend import TorchBackend
+from fmm_fast.core import records as runrecord
+from fmm_fast.core.datatypes import EncodedSplit, ModelInfo
+from fmm_fast.core.records import versions
+from fmm_fast.core.threads import physical_cores
 from fmm_fast.data import load_dataset
-from fmm_fast.export import export_onnx
-from fmm_fast.models import INFO_FILE, SequenceClassifier, load_checkpoint, load_pretrained, save_checkpoint
-from fmm_fast.precision import CPUINFO, cpu_flags, cpu_has_native_bf16
-from fmm_fast.runrecord import versions
-from fmm_fast.threads import physical_cores
-from fmm_fast.tokenization import encode_split
-from fmm_fast.types import EncodedSplit, ModelInfo
+from fmm_fast.data.tokenization import encode_split
+from fmm_fast.export.onnx_export import export_onnx
+from fmm_fast.training.models import (
+    INFO_FILE,
+    SequenceClassifier,
+    load_checkpoint,
+    load_pretrained,
+    save_checkpoint,
+)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO_ROOT / "bench" / "results"
@@ -87,7 +93,7 @@ class BenchModel:
         """The checkpoint in eval mode on `device`; one copy per device (TorchBackend moves its model).
 
         straightforward: the model exactly as Hugging Face computes it, every layer in full (the
-        baselines), instead of fmm-fast's first-token last layer (fmm_fast.first_token)."""
+        baselines), instead of fmm-fast's first-token last layer (export.first_token)."""
         key = f"{device}-straightforward" if straightforward else device
         if key not in self._torch_models:
             model, _, _ = load_checkpoint(self.checkpoint)
@@ -206,7 +212,7 @@ def best_of_rounds(runners: dict[str, Callable[[], T]], repeat: int) -> dict[str
 def encoder_flops(lengths: np.ndarray, shape: tuple[int, int, int], first_token_last_layer: bool) -> float:
     """Useful FLOPs of encoder forward passes over rows of `lengths` (R,) real tokens (see FLOP_FORMULA).
 
-    first_token_last_layer: the last layer as fmm-fast runs it for logits (fmm_fast.first_token): keys and
+    first_token_last_layer: the last layer as fmm-fast runs it for logits (export.first_token): keys and
     values for every token, query, attention, output projection and feed-forward for the first only."""
     layers, width, intermediate = shape
     lengths = np.asarray(lengths, dtype=np.float64)

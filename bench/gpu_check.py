@@ -33,13 +33,13 @@ from common import (
     write_record,
 )
 
+from fmm_fast.backends.engine import MaskBatchEngine
 from fmm_fast.backends.torch_backend import TorchBackend
-from fmm_fast.engine import MaskBatchEngine
-from fmm_fast.evaluate import ErasureRun
+from fmm_fast.core.settings import EvaluationSettings
+from fmm_fast.data.options import DataOptions
 from fmm_fast.measures.beam import BeamSearch, beam_forward_bound
-from fmm_fast.models import load_checkpoint
-from fmm_fast.pipeline import DataOptions
-from fmm_fast.settings import EvaluationSettings
+from fmm_fast.protocols.erasure import ErasureRun
+from fmm_fast.training.models import load_checkpoint
 
 PAPER_V100_MINUTES = {"loo curve": 15.0, "beam-10 curve": 22.0}  # SPEC §7, RoBERTa-base, SST2 test (872)
 

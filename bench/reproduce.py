@@ -12,7 +12,7 @@ from scratch, which checks the script but does not learn bAbI), for every seed o
      on `eval_limit` test examples, and of beam-sign-10 on the first `beam_limit` of them;
   3. `fmm-fast masf --model plain.onnx --model masked.onnx --calibration in-sample --calibration split`:
      MaSF p-values versus masking ratio, both calibrations (SPEC §6) on the same signals;
-  4. bAbI: supporting-fact overlap of every measure's top-k on the masked model (fmm_fast.supporting);
+  4. bAbI: supporting-fact overlap of every measure's top-k on the masked model (protocols.supporting_facts);
   5. `fmm-fast report` over all evaluations, then README-tables.md: (a) performance, (b) RACU/ACU,
      (c) MaSF, (d) supporting-fact overlap, (e) command, settings and the wall time of every step;
      the report's curve plots and the MaSF plots are copied next to it.
@@ -54,9 +54,9 @@ from reproduce_ray import run_chains
 from reproduce_steps import StepFailed, Timings, run_steps
 from reproduce_tables import write_readme
 
+from fmm_fast.core.errors import UserError
+from fmm_fast.core.records import Stopwatch
 from fmm_fast.distributed.runtime import ScaleOptions, check_runtime
-from fmm_fast.errors import UserError
-from fmm_fast.runrecord import Stopwatch
 
 REPO = Path(__file__).resolve().parents[1]
 TIMINGS_FILE = "steps.json"

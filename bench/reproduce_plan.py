@@ -9,13 +9,13 @@ from pathlib import Path
 
 from reproduce_steps import Step, fmm_fast_command
 
-from fmm_fast.base_models import MINILM, TINY_ROBERTA, pretrained_minilm
-from fmm_fast.masf import CALIBRATION_METHODS
+from fmm_fast.core.records import read_record
+from fmm_fast.data.options import DataOptions
 from fmm_fast.measures.registry import PAPER_BEAM, measure_names
-from fmm_fast.pipeline import DataOptions
+from fmm_fast.protocols.masf.statistic import CALIBRATION_METHODS
+from fmm_fast.protocols.supporting_facts import run_supporting_overlap
 from fmm_fast.report.order import CANONICAL_STRATEGIES
-from fmm_fast.runrecord import read_record
-from fmm_fast.supporting import run_supporting_overlap
+from fmm_fast.training.base_models import MINILM, TINY_ROBERTA, pretrained_minilm
 
 CURVE_MEASURES = [m for m in measure_names() if m not in ("rand", PAPER_BEAM)]  # rand always runs
 MASF_STRATEGIES = ("plain", "masked")
@@ -311,7 +311,7 @@ class Study:
             run_supporting_overlap(onnx, data, measure_plan, ks, out, seed=seed)
 
         command = (
-            f"python -c 'from fmm_fast.supporting import run_supporting_overlap; "
+            f"python -c 'from fmm_fast.protocols.supporting_facts import run_supporting_overlap; "
             f'run_supporting_overlap("{onnx}", {data!r}, {self.supporting_plan(plan)!r}, {ks}, '
             f'"{out}", seed={seed})\''
         )

@@ -1,7 +1,7 @@
 """bench/reproduce --workers/--ray-address: the study's chains (one dataset × seed each) as Ray tasks.
 
 Each task rebuilds its chain from the plan and runs its steps with run_steps, in the Ray worker's process
-as the driver would, on --worker-cpus threads (fmm_fast.threads); what the steps print goes to
+as the driver would, on --worker-cpus threads (fmm_fast.core.threads); what the steps print goes to
 OUT/logs/DATASET-seed-S.log. The driver hands out at most --workers chains at once (with only
 --ray-address, every chain: the cluster runs as many as its CPUs allow), writes each chain's step times to
 steps.json as the chain returns them, in whatever order chains finish, and once the others are done names
@@ -21,10 +21,10 @@ from pathlib import Path
 from reproduce_plan import Chain, DatasetPlan, Scale, Study
 from reproduce_steps import StepFailed, Timings, run_steps
 
+from fmm_fast.core.progress import progress_bar
+from fmm_fast.core.threads import limited_threads
 from fmm_fast.distributed.pool import last_line
 from fmm_fast.distributed.runtime import ScaleOptions, ray_runtime
-from fmm_fast.progress import progress_bar
-from fmm_fast.threads import limited_threads
 
 # A worker process that dies (killed, out of memory) has its chain rerun this often; the rerun resumes
 # after the chain's finished steps.

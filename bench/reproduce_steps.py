@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fmm_fast.cli import main as fmm_fast_main
-from fmm_fast.runrecord import Stopwatch, read_record, write_record
+from fmm_fast.core.records import Stopwatch, read_record, write_record
 
 
 @dataclass

@@ -13,17 +13,17 @@ from pathlib import Path
 from reproduce_plan import MASF_CALIBRATIONS, MASF_STRATEGIES, DatasetPlan, Scale, Study
 from reproduce_steps import Step, Timings
 
-from fmm_fast.base_models import MINILM
-from fmm_fast.masf import IN_DISTRIBUTION_LEVEL
+from fmm_fast.core.records import read_record
 from fmm_fast.measures.registry import PAPER_BEAM
+from fmm_fast.protocols.curve_stats import converged
+from fmm_fast.protocols.masf.statistic import IN_DISTRIBUTION_LEVEL
 from fmm_fast.report.aggregate import Estimate
 from fmm_fast.report.load import load_result
 from fmm_fast.report.order import CANONICAL_STRATEGIES
 from fmm_fast.report.tables import markdown_table
-from fmm_fast.runrecord import read_record
-from fmm_fast.stats import converged
-from fmm_fast.train import RATIOS as TRAIN_RATIOS
-from fmm_fast.train import ratio_key
+from fmm_fast.training.base_models import MINILM
+from fmm_fast.training.train import RATIOS as TRAIN_RATIOS
+from fmm_fast.training.train import ratio_key
 
 MASF_TABLE_RATIOS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 TRAIN_RATIO_KEYS = [ratio_key(r) for r in TRAIN_RATIOS]  # "0.0", "0.5", "1.0" in run.json's test

@@ -25,11 +25,11 @@ from pathlib import Path
 import torch
 from captum.attr import LayerIntegratedGradients
 
+from fmm_fast.backends.loading import load_model
 from fmm_fast.backends.options import BackendOptions
 from fmm_fast.cli import main as fmm_fast_main
-from fmm_fast.errors import UserError
-from fmm_fast.loading import load_model
-from fmm_fast.pipeline import DataOptions, open_split
+from fmm_fast.core.errors import UserError
+from fmm_fast.data.options import DataOptions, open_split
 
 
 def captum_scores(checkpoint: Path, data: DataOptions, steps: int) -> list[list[float]]:

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from fmm_fast.errors import UserError
+from fmm_fast.core.errors import UserError
 from fmm_fast.report.aggregate import Report, load_report
 
 

@@ -11,18 +11,18 @@ from pathlib import Path
 import numpy as np
 
 from fmm_fast.backends.base import Backend
+from fmm_fast.backends.engine import DEFAULT_TOKEN_BUDGET, MaskBatchEngine
+from fmm_fast.backends.loading import LoadedModel, gradient_backend, load_model
 from fmm_fast.backends.options import BackendOptions
-from fmm_fast.engine import DEFAULT_TOKEN_BUDGET, MaskBatchEngine
-from fmm_fast.errors import UserError
-from fmm_fast.evaluate import explain_split
-from fmm_fast.loading import LoadedModel, gradient_backend, load_model
+from fmm_fast.backends.precision import DEFAULT_PRECISION
+from fmm_fast.core.datatypes import EncodedSplit
+from fmm_fast.core.errors import UserError
+from fmm_fast.core.records import dumps_record, loads_record
+from fmm_fast.core.settings import DEFAULT_EXPLAIN_BATCH_ROWS
+from fmm_fast.data.tokenization import encode_texts
 from fmm_fast.measures import get_measure
 from fmm_fast.measures.base import ExplainBatch, Measure
-from fmm_fast.precision import DEFAULT_PRECISION
-from fmm_fast.runrecord import dumps_record, loads_record
-from fmm_fast.settings import DEFAULT_EXPLAIN_BATCH_ROWS
-from fmm_fast.tokenization import encode_texts
-from fmm_fast.types import EncodedSplit
+from fmm_fast.protocols.erasure import explain_split
 
 ModelLike = str | Path | LoadedModel | Backend | MaskBatchEngine
 
@@ -35,7 +35,7 @@ def as_engine(
 ) -> MaskBatchEngine:
     """Wrap whatever the caller has (path, loaded model, backend, engine) in a mask-batch engine.
 
-    precision (fp32|bf16|auto, see fmm_fast.precision) applies to a path; a model already loaded keeps its
+    precision (fp32|bf16|auto, see backends.precision) applies to a path; a model already loaded keeps its
     own (`load_model(path, BackendOptions(precision=...))`).
     """
     if isinstance(model, MaskBatchEngine):

@@ -11,21 +11,21 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from fmm_fast.base_models import MINILM
-from fmm_fast.engine import MaskBatchEngine
-from fmm_fast.evaluate import evaluate_model
-from fmm_fast.export import export_onnx
-from fmm_fast.loading import load_model
-from fmm_fast.masf import CALIBRATION_METHODS
-from fmm_fast.masf_run import masf_record, run_masf
+from fmm_fast.backends.engine import MaskBatchEngine
+from fmm_fast.backends.loading import load_model
+from fmm_fast.core.progress import progress_bar
+from fmm_fast.core.records import versions, write_record
+from fmm_fast.core.settings import EvaluationSettings, MasfSettings, TrainSettings
+from fmm_fast.data.options import DataOptions, open_split
+from fmm_fast.export.onnx_export import export_onnx
 from fmm_fast.measures import get_measure
-from fmm_fast.pipeline import DataOptions, open_split
-from fmm_fast.progress import progress_bar
+from fmm_fast.protocols.curve_stats import RATIOS
+from fmm_fast.protocols.erasure import evaluate_model
+from fmm_fast.protocols.masf.run import masf_record, run_masf
+from fmm_fast.protocols.masf.statistic import CALIBRATION_METHODS
 from fmm_fast.report.plots import plot_p_values, plot_run_curves
-from fmm_fast.runrecord import versions, write_record
-from fmm_fast.settings import EvaluationSettings, MasfSettings, TrainSettings
-from fmm_fast.stats import RATIOS
-from fmm_fast.train import train
+from fmm_fast.training.base_models import MINILM
+from fmm_fast.training.train import train
 
 DEMO_MEASURES = ["grad-l2", "inp-grad-abs", "int-grad-abs", "loo-abs", "loo-sign"]
 BEAM_MEASURE = "beam"

@@ -17,10 +17,10 @@ def tiny_babi(tmp_path_factory):
     """
     import torch
 
-    from fmm_fast.export import export_onnx
-    from fmm_fast.pipeline import DataOptions
-    from fmm_fast.settings import TrainSettings
-    from fmm_fast.train import train
+    from fmm_fast.core.settings import TrainSettings
+    from fmm_fast.data.options import DataOptions
+    from fmm_fast.export.onnx_export import export_onnx
+    from fmm_fast.training.train import train
 
     root = tmp_path_factory.mktemp("tiny-babi")
     data = {"size": 300, "test_size": 40}

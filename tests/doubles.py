@@ -10,8 +10,8 @@ import torch
 from transformers import BertConfig, BertForSequenceClassification
 
 from fmm_fast.backends.base import ForwardOutput
+from fmm_fast.core.datatypes import ModelInfo, pad_batch, unpad
 from fmm_fast.measures.base import ExplainBatch
-from fmm_fast.types import ModelInfo, pad_batch, unpad
 
 PAD_ID, MASK_ID, CLS_ID, SEP_ID = 0, 1, 2, 3
 FIRST_WORD_ID = 4  # ids below are specials

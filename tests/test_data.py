@@ -14,9 +14,9 @@ import pyarrow.csv
 import pyarrow.parquet
 import pytest
 
+from fmm_fast.core.errors import UserError
 from fmm_fast.data import DATASETS, TextSplit, dataset_names, load_dataset, movie_snippets
 from fmm_fast.data.base import stratified_split
-from fmm_fast.errors import UserError
 
 SPLITS = ("train", "validation", "test")
 
@@ -131,7 +131,7 @@ def test_hub_offline_error_is_a_user_error(tmp_path):
     """With HF_HUB_OFFLINE=1 and an empty cache, a hub dataset fails fast with the fix in the message."""
     code = (
         "from fmm_fast.data import load_dataset\n"
-        "from fmm_fast.errors import UserError\n"
+        "from fmm_fast.core.errors import UserError\n"
         "try:\n    load_dataset('sst2')\n"
         "except UserError as error:\n    print('USER ERROR:', error)\n"
     )

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
-from fmm_fast.base_models import TINY_ROBERTA
+from fmm_fast.core.records import read_record
+from fmm_fast.core.settings import EvaluationSettings, MasfSettings, TrainSettings
 from fmm_fast.demo import BEAM_MEASURE, DemoConfig, run_demo
-from fmm_fast.runrecord import read_record
-from fmm_fast.settings import EvaluationSettings, MasfSettings, TrainSettings
+from fmm_fast.training.base_models import TINY_ROBERTA
 
 
 def test_demo_pipeline_writes_every_step_and_calibrates_on_the_whole_validation_split(tmp_path) -> None:

@@ -19,20 +19,20 @@ import pytest
 import torch
 
 from fmm_fast.api import explain_encoded
+from fmm_fast.backends.engine import MaskBatchEngine
+from fmm_fast.backends.loading import load_model
 from fmm_fast.backends.options import BackendOptions
 from fmm_fast.cli import main
-from fmm_fast.engine import MaskBatchEngine
-from fmm_fast.errors import UserError
-from fmm_fast.evaluate import evaluate_model
-from fmm_fast.export import export_onnx
-from fmm_fast.loading import load_model
-from fmm_fast.masf_run import run_masf
-from fmm_fast.models import build_tiny_roberta, save_checkpoint
-from fmm_fast.outputs import read_marker
-from fmm_fast.pipeline import DataOptions, open_split
-from fmm_fast.settings import EvaluationSettings, MasfSettings
-from fmm_fast.stats import RATIOS
-from fmm_fast.types import load_ragged
+from fmm_fast.core.datatypes import load_ragged
+from fmm_fast.core.errors import UserError
+from fmm_fast.core.outputs import read_marker
+from fmm_fast.core.settings import EvaluationSettings, MasfSettings
+from fmm_fast.data.options import DataOptions, open_split
+from fmm_fast.export.onnx_export import export_onnx
+from fmm_fast.protocols.curve_stats import RATIOS
+from fmm_fast.protocols.erasure import evaluate_model
+from fmm_fast.protocols.masf.run import run_masf
+from fmm_fast.training.models import build_tiny_roberta, save_checkpoint
 
 ray = pytest.importorskip("ray")
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from doubles import FIRST_WORD_ID, PAD_ID, VOCAB_SIZE, RecordingBackend, interaction_model
 
-from fmm_fast.engine import MaskBatchEngine
+from fmm_fast.backends.engine import MaskBatchEngine
 
 
 def distinct_rows(seed: int, lengths: list[int]) -> list[np.ndarray]:

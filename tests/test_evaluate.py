@@ -9,12 +9,12 @@ import pytest
 from doubles import LookupBackend
 
 from fmm_fast.backends.base import ForwardOutput
-from fmm_fast.engine import MaskBatchEngine
-from fmm_fast.errors import UserError
-from fmm_fast.evaluate import ErasureRun, erase_top
-from fmm_fast.pipeline import DataOptions
-from fmm_fast.settings import EvaluationSettings
-from fmm_fast.types import EncodedSplit, ModelInfo
+from fmm_fast.backends.engine import MaskBatchEngine
+from fmm_fast.core.datatypes import EncodedSplit, ModelInfo
+from fmm_fast.core.errors import UserError
+from fmm_fast.core.settings import EvaluationSettings
+from fmm_fast.data.options import DataOptions
+from fmm_fast.protocols.erasure import ErasureRun, erase_top
 
 MASK, PAD, CLS, SEP, KEY = 1, 0, 2, 3, 4
 

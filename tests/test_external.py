@@ -11,9 +11,9 @@ from tokenizers.models import WordPiece
 from tokenizers.pre_tokenizers import BertPreTokenizer
 from tokenizers.processors import TemplateProcessing
 
-from fmm_fast.errors import UserError
-from fmm_fast.external import load_explanations, word_token_scores
-from fmm_fast.tokenization import encode_texts
+from fmm_fast.core.errors import UserError
+from fmm_fast.data.tokenization import encode_texts
+from fmm_fast.measures.external import load_explanations, word_token_scores
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "play", "##ing", "##s", "is", "?", "who"]
 

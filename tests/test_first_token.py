@@ -14,10 +14,10 @@ from transformers import (
 )
 
 from fmm_fast.backends.onnx_backend import OnnxBackend, _logits_only_graph
-from fmm_fast.export import export_onnx
-from fmm_fast.first_token import FirstTokenLastLayer
-from fmm_fast.models import SequenceClassifier, build_tiny_roberta, save_checkpoint
-from fmm_fast.types import pad_batch
+from fmm_fast.core.datatypes import pad_batch
+from fmm_fast.export.first_token import FirstTokenLastLayer
+from fmm_fast.export.onnx_export import export_onnx
+from fmm_fast.training.models import SequenceClassifier, build_tiny_roberta, save_checkpoint
 
 TEXTS = ["a warm and funny film", "the plot is thin", "boring from start to finish, and long"]
 SEP_ID = 3

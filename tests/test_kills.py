@@ -101,7 +101,7 @@ def stable(record):
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """(workspace, env, data flags, the uninterrupted train run's directory, its ONNX export)."""
-    from fmm_fast.export import export_onnx
+    from fmm_fast.export.onnx_export import export_onnx
 
     root = tmp_path_factory.mktemp("kills")
     env = environment(root)

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fmm_fast.errors import UserError
-from fmm_fast.masf import (
+from fmm_fast.core.errors import UserError
+from fmm_fast.protocols.masf.statistic import (
     CALIBRATION_METHODS,
     IN_DISTRIBUTION_LEVEL,
     KERNEL_BLOCK_ROWS,

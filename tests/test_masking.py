@@ -6,16 +6,16 @@ import numpy as np
 import pytest
 import torch
 
-from fmm_fast.errors import UserError
-from fmm_fast.masking import (
+from fmm_fast.core.datatypes import EncodedSplit
+from fmm_fast.core.errors import UserError
+from fmm_fast.data.masking import (
     mask_explained_share,
     mask_training_batch,
     masked_count,
     random_masking,
 )
-from fmm_fast.models import train_tiny_tokenizer
-from fmm_fast.tokenization import encode_texts
-from fmm_fast.types import EncodedSplit
+from fmm_fast.data.tokenization import encode_texts
+from fmm_fast.training.models import train_tiny_tokenizer
 
 MASK_ID = 4
 PAD_ID = 1

@@ -7,10 +7,10 @@ import pytest
 import torch
 from doubles import SEP_ID, LookupBackend, TinyBertBackend, interaction_model, random_batch
 
-from fmm_fast.engine import MaskBatchEngine
-from fmm_fast.errors import UserError
+from fmm_fast.backends.engine import MaskBatchEngine
+from fmm_fast.core.datatypes import unpad
+from fmm_fast.core.errors import UserError
 from fmm_fast.measures import get_measure
-from fmm_fast.types import unpad
 
 GRADIENT_MEASURES = ["grad-l1", "grad-l2", "inp-grad-sign", "inp-grad-abs", "int-grad-sign", "int-grad-abs"]
 
@@ -107,7 +107,7 @@ def test_gram_cache_follows_in_place_weight_changes() -> None:
 def test_runs_on_the_torch_backend() -> None:
     """The same numbers through fmm_fast's own TorchBackend (single-segment rows: token types all 0)."""
     from fmm_fast.backends.torch_backend import TorchBackend
-    from fmm_fast.models import SequenceClassifier
+    from fmm_fast.training.models import SequenceClassifier
 
     double = TinyBertBackend(seed=2)
     real = TorchBackend(SequenceClassifier(double.model, sep_id=SEP_ID), double.info)

@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 from doubles import MASK_ID, LookupBackend, interaction_model, random_batch
 
-from fmm_fast.engine import MaskBatchEngine
-from fmm_fast.errors import UserError
+from fmm_fast.backends.engine import MaskBatchEngine
+from fmm_fast.core.datatypes import unpad
+from fmm_fast.core.errors import UserError
 from fmm_fast.measures import get_measure, measure_names
 from fmm_fast.measures.beam import BeamSearch
 from fmm_fast.measures.gradient import GradL1, GradL2, InputGradAbs, InputGradSign, IntGradAbs, IntGradSign
 from fmm_fast.measures.occlusion import LeaveOneOutAbs, LeaveOneOutSign
 from fmm_fast.measures.random import RandomMeasure
-from fmm_fast.types import unpad
 
 
 class CountingEngine(MaskBatchEngine):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import f1_score, matthews_corrcoef
 
-from fmm_fast.metrics import (
+from fmm_fast.core.metrics import (
     METRICS,
     accuracy,
     compute_metrics,

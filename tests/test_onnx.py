@@ -14,23 +14,23 @@ import torch
 from tokenizers import Tokenizer
 from transformers import BertConfig, BertForSequenceClassification
 
-from fmm_fast import export as export_module
+from fmm_fast.backends.engine import MaskBatchEngine
+from fmm_fast.backends.loading import load_model
 from fmm_fast.backends.onnx_backend import OnnxBackend, _embedding_rows
 from fmm_fast.backends.torch_backend import TorchBackend
 from fmm_fast.cli import main
-from fmm_fast.engine import MaskBatchEngine
-from fmm_fast.errors import UserError
-from fmm_fast.export import export_onnx
-from fmm_fast.loading import load_model
-from fmm_fast.models import (
+from fmm_fast.core.datatypes import ModelInfo, pad_batch
+from fmm_fast.core.errors import UserError
+from fmm_fast.core.threads import limited_threads, physical_cores
+from fmm_fast.export import onnx_export as export_module
+from fmm_fast.export.onnx_export import export_onnx
+from fmm_fast.export.onnx_format import METADATA_INFO, METADATA_TOKENIZER, configure_tokenizer
+from fmm_fast.training.models import (
     SequenceClassifier,
     build_tiny_roberta,
     load_checkpoint,
     save_checkpoint,
 )
-from fmm_fast.onnx_format import METADATA_INFO, METADATA_TOKENIZER, configure_tokenizer
-from fmm_fast.threads import limited_threads, physical_cores
-from fmm_fast.types import ModelInfo, pad_batch
 
 TEXTS = [
     "a wonderful, warm and funny film",

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from fmm_fast.cli import main
-from fmm_fast.errors import UserError
-from fmm_fast.labels import model_label_indices, parse_label_map
-from fmm_fast.model_digest import model_sha256
-from fmm_fast.outputs import RUN_MARKER, check_directory, claim_directory, differences, output_lock
+from fmm_fast.core.digest import model_sha256
+from fmm_fast.core.errors import UserError
+from fmm_fast.core.outputs import RUN_MARKER, check_directory, claim_directory, differences, output_lock
+from fmm_fast.data.labels import model_label_indices, parse_label_map
 
 FIELDS = {"model_sha256": "abc", "data": {"dataset": "babi-1", "limit": 3}, "seed": 0}
 
@@ -62,7 +62,7 @@ def test_a_failed_run_releases_its_claim(tmp_path):
 def test_the_lock_is_released_when_its_holder_is_killed(tmp_path):
     out = tmp_path / "out"
     holder = (
-        "import sys, time; from pathlib import Path; from fmm_fast.outputs import output_lock\n"
+        "import sys, time; from pathlib import Path; from fmm_fast.core.outputs import output_lock\n"
         "with output_lock(Path(sys.argv[1])):\n    print('locked', flush=True); time.sleep(600)"
     )
     env = os.environ | {"PYTHONPATH": str(Path(__file__).resolve().parents[1])}
@@ -116,7 +116,7 @@ def test_labels_match_by_name_or_by_the_users_map():
 def test_a_label_map_evaluates_as_the_models_own_names(tiny_babi, tmp_path, capsys):
     """A CSV whose labels are renamed bAbI locations, mapped back, scores like the CSV with the real names."""
     _, onnx_path, _ = tiny_babi
-    from fmm_fast.loading import load_model
+    from fmm_fast.backends.loading import load_model
 
     names = load_model(onnx_path).info.label_names
     rows = [(f"Mary went to the {names[i % 6]}. Where is Mary?", names[i % 6]) for i in range(60)]
@@ -168,7 +168,7 @@ def test_resume_refuses_a_re_exported_model_at_the_same_path(tiny_babi, tmp_path
 
 
 def test_train_warns_when_the_selected_model_predicts_one_class():
-    from fmm_fast.train import one_class_warning
+    from fmm_fast.training.train import one_class_warning
 
     assert one_class_warning(np.array([0, 1, 1]), ["ham", "spam"], 2) is None
     warning = one_class_warning(np.array([0, 0, 0]), ["ham", "spam"], 2)

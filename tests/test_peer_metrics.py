@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 from doubles import CLS_ID, MASK_ID, SEP_ID, LookupBackend, interaction_model, random_batch
 
-from fmm_fast.engine import MaskBatchEngine
-from fmm_fast.peer_metrics import (
+from fmm_fast.backends.engine import MaskBatchEngine
+from fmm_fast.core.datatypes import EncodedSplit, unpad
+from fmm_fast.protocols.aopc_metrics import (
     kendall_tau_b,
     peer_metrics,
     peer_metrics_reference,
     top_counts,
 )
-from fmm_fast.types import EncodedSplit, unpad
 
 A, B, C, D = 4, 5, 6, 7  # token ids of the hand-made model's words
 WEIGHTS = {A: 2.0, B: 1.0, C: -1.0, D: 0.5}  # class-1 logit = Σ weights of visible words; class 0: 0

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from fmm_fast.plausibility import auprc, plausibility, token_f1, token_iou
+from fmm_fast.protocols.plausibility import auprc, plausibility, token_f1, token_iou
 
 
 def flags(pattern: str) -> np.ndarray:

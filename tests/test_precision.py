@@ -11,20 +11,20 @@ import numpy as np
 import pytest
 import torch
 
-from fmm_fast import precision as precision_module
 from fmm_fast.api import as_engine, explain, explain_texts
+from fmm_fast.backends import precision as precision_module
+from fmm_fast.backends.engine import MaskBatchEngine
+from fmm_fast.backends.loading import gradient_backend, load_model
 from fmm_fast.backends.onnx_backend import OnnxBackend
 from fmm_fast.backends.openvino_backend import OpenVinoBackend
 from fmm_fast.backends.options import BackendOptions
+from fmm_fast.backends.precision import resolve_precision
 from fmm_fast.backends.torch_backend import TorchBackend
 from fmm_fast.cli import main
-from fmm_fast.engine import MaskBatchEngine
-from fmm_fast.errors import UserError
-from fmm_fast.loading import gradient_backend, load_model
-from fmm_fast.pipeline import DataOptions
-from fmm_fast.precision import resolve_precision
-from fmm_fast.settings import EvaluationSettings
-from fmm_fast.types import pad_batch
+from fmm_fast.core.datatypes import pad_batch
+from fmm_fast.core.errors import UserError
+from fmm_fast.core.settings import EvaluationSettings
+from fmm_fast.data.options import DataOptions
 
 HAS_OPENVINO = importlib.util.find_spec("openvino") is not None
 needs_openvino = pytest.mark.skipif(not HAS_OPENVINO, reason="the openvino extra is not installed")

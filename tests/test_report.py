@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 from fmm_fast.cli import main
-from fmm_fast.errors import UserError
+from fmm_fast.core.errors import UserError
+from fmm_fast.protocols.curve_stats import RATIOS, bootstrap_ci, format_ci
 from fmm_fast.report.aggregate import aggregate, load_report
 from fmm_fast.report.load import load_result
 from fmm_fast.report.order import measure_sort_key
 from fmm_fast.report.plots import plot_p_values, plot_run_curves
 from fmm_fast.report.write import write_report
-from fmm_fast.stats import RATIOS, bootstrap_ci, format_ci
 
 EXPORT = Path(__file__).resolve().parent.parent / "export"
 SIGNED = {"rand": False, "loo-abs": False, "loo-sign": True, "beam-sign-10": True}

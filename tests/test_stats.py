@@ -6,7 +6,14 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from fmm_fast.stats import RATIOS, acu_racu, bootstrap_ci, converged, format_ci, proportion_interval
+from fmm_fast.protocols.curve_stats import (
+    RATIOS,
+    acu_racu,
+    bootstrap_ci,
+    converged,
+    format_ci,
+    proportion_interval,
+)
 
 # An 11-point baseline falling linearly from 0.9 to b(1) = 0.5: b(r) = 0.9 − 0.4 r.
 # Its RACU denominator is ∫ (b(r) − b(1)) dr = ∫ 0.4 (1 − r) dr over [0, 1] = 0.2 (trapezoids are exact

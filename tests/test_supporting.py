@@ -8,18 +8,18 @@ import json
 import numpy as np
 import pytest
 
+from fmm_fast.core.errors import UserError
 from fmm_fast.data.babi import LOCATIONS
-from fmm_fast.errors import UserError
-from fmm_fast.models import build_tiny_roberta, save_checkpoint
-from fmm_fast.pipeline import DataOptions
-from fmm_fast.supporting import (
+from fmm_fast.data.options import DataOptions
+from fmm_fast.data.tokenization import encode_texts, overlaps_any
+from fmm_fast.protocols.supporting_facts import (
     chance_overlap,
     overlap_per_example,
     run_supporting_overlap,
     supporting_overlap,
     top_k_positions,
 )
-from fmm_fast.tokenization import encode_texts, overlaps_any
+from fmm_fast.training.models import build_tiny_roberta, save_checkpoint
 
 
 def flags(text: str) -> np.ndarray:

@@ -11,15 +11,15 @@ import torch
 from torch import nn
 from transformers import RobertaConfig, RobertaForSequenceClassification
 
+from fmm_fast.backends.loading import load_model
 from fmm_fast.backends.options import BackendOptions
 from fmm_fast.cli import main
-from fmm_fast.loading import load_model
-from fmm_fast.metrics import compute_metrics
-from fmm_fast.pipeline import DataOptions
-from fmm_fast.runrecord import write_record
-from fmm_fast.settings import TrainSettings
-from fmm_fast.train import epoch_batches, make_optimizer, optimizer_groups, selection_metric, train
-from fmm_fast.types import pad_batch
+from fmm_fast.core.datatypes import pad_batch
+from fmm_fast.core.metrics import compute_metrics
+from fmm_fast.core.records import write_record
+from fmm_fast.core.settings import TrainSettings
+from fmm_fast.data.options import DataOptions
+from fmm_fast.training.train import epoch_batches, make_optimizer, optimizer_groups, selection_metric, train
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -140,7 +140,7 @@ def test_checkpoint_is_the_best_epoch_and_loads(trained) -> None:
     assert loaded.info.strategy == "masked" and loaded.info.dataset == "babi-1"
     assert loaded.info.source == str(out / "model")  # the checkpoint is its own source
     from fmm_fast.data import load_dataset
-    from fmm_fast.tokenization import encode_split
+    from fmm_fast.data.tokenization import encode_split
 
     test_split = load_dataset("babi-1", size=600, test_size=200).splits["test"]
     encoded = encode_split(loaded.tokenizer, test_split)

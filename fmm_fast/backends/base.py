@@ -1,7 +1,7 @@
 """The backend protocol: anything that turns token ids into logits (and MaSF signals).
 
 PyTorch and ONNX Runtime implement it; so can a custom scorer. Measures, evaluation and MaSF only
-talk to this protocol (usually through :class:`fmm_fast.engine.MaskBatchEngine`).
+talk to this protocol (usually through :class:`fmm_fast.backends.engine.MaskBatchEngine`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from fmm_fast.types import ModelInfo
+from fmm_fast.core.datatypes import ModelInfo
 
 
 @dataclass

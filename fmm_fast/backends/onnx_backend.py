@@ -1,4 +1,4 @@
-"""ONNX Runtime backend for files written by `fmm-fast export` (format: fmm_fast/onnx_format.py).
+"""ONNX Runtime backend for files written by `fmm-fast export` (format: fmm_fast/export/onnx_format.py).
 
 The file is self-describing: ModelInfo, tokenizer and verification report come from its metadata. The
 sessions run graph optimisation ORT_ENABLE_ALL; the optimised graphs are cached next to the model
@@ -18,8 +18,11 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from fmm_fast.backends.base import ForwardOutput
-from fmm_fast.errors import UserError
-from fmm_fast.onnx_format import (
+from fmm_fast.core.datatypes import ModelInfo
+from fmm_fast.core.errors import UserError
+from fmm_fast.core.records import loads_record
+from fmm_fast.core.threads import compute_threads
+from fmm_fast.export.onnx_format import (
     FORMAT_VERSION,
     INPUT_NAMES,
     METADATA_FORMAT_VERSION,
@@ -29,9 +32,6 @@ from fmm_fast.onnx_format import (
     configure_tokenizer,
     model_feeds,
 )
-from fmm_fast.runrecord import loads_record
-from fmm_fast.threads import compute_threads
-from fmm_fast.types import ModelInfo
 
 PROVIDERS = {
     "cpu": "CPUExecutionProvider",
@@ -52,7 +52,7 @@ class OnnxBackend:
     """Backend protocol on ONNX Runtime sessions.
 
     Two sessions on one file: logits-only calls run the graph cut down to the `logits` output (an export
-    computes the logits through the first-token last layer, see fmm_fast.first_token, so the cut graph
+    computes the logits through the first-token last layer, see fmm_fast.export.first_token, so the cut graph
     skips most of that layer); MaSF calls run the whole graph, opened on first use.
     info, tokenizer (configured for info.max_length) and verification come from the file's metadata;
     providers is what the sessions actually run on (session.get_providers()), name names the first.
@@ -91,7 +91,7 @@ class OnnxBackend:
 
         provider: auto (CUDA when onnxruntime has it, else CPU) | cpu | cuda | tensorrt. A requested GPU
         provider that is missing falls back to CPU with a warning on stderr, or raises UserError when
-        strict_provider. threads: intra-op threads, default fmm_fast.threads.compute_threads() (inter-op 1,
+        strict_provider. threads: intra-op threads, default core.threads.compute_threads() (inter-op 1,
         sequential).
         """
         import onnxruntime as ort

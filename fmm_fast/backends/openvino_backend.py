@@ -15,9 +15,9 @@ import numpy as np
 
 from fmm_fast.backends.base import ForwardOutput
 from fmm_fast.backends.onnx_backend import _read_metadata
-from fmm_fast.errors import UserError
-from fmm_fast.onnx_format import configure_tokenizer, model_feeds
-from fmm_fast.threads import compute_threads
+from fmm_fast.core.errors import UserError
+from fmm_fast.core.threads import compute_threads
+from fmm_fast.export.onnx_format import configure_tokenizer, model_feeds
 
 EXTRA = "openvino"  # pyproject's optional dependency group
 # fmm-fast's precision names -> OpenVINO's INFERENCE_PRECISION_HINT values
@@ -44,7 +44,7 @@ class OpenVinoBackend:
     """
 
     def __init__(self, path: str | Path, precision: str = "bf16", threads: int | None = None) -> None:
-        """threads: inference threads, default fmm_fast.threads.compute_threads() (one stream: batches run
+        """threads: inference threads, default core.threads.compute_threads() (one stream: batches run
         one by one)."""
         if precision not in HINTS:
             raise UserError(f"OpenVINO runs fp32 or bf16, not '{precision}'")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fmm_fast.errors import UserError
-from fmm_fast.precision import DEFAULT_PRECISION, PRECISIONS
+from fmm_fast.backends.precision import DEFAULT_PRECISION, PRECISIONS
+from fmm_fast.core.errors import UserError
 
 DEVICES = ("auto", "cpu", "cuda")
 PROVIDERS = ("auto", "cpu", "cuda", "tensorrt")
@@ -25,7 +25,7 @@ class BackendOptions:
 
     device: the PyTorch device (auto|cpu|cuda) of checkpoint models and gradient measures;
     provider: the ONNX Runtime execution provider (auto|cpu|cuda|tensorrt) of .onnx models;
-    precision: fp32|bf16|auto, resolved by load_model (fmm_fast.precision.resolve_precision).
+    precision: fp32|bf16|auto, resolved by load_model (fmm_fast.backends.precision.resolve_precision).
     """
 
     device: str = "auto"

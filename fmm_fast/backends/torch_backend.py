@@ -8,8 +8,8 @@ import numpy as np
 import torch
 
 from fmm_fast.backends.base import ForwardOutput
-from fmm_fast.models import SequenceClassifier
-from fmm_fast.types import ModelInfo
+from fmm_fast.core.datatypes import ModelInfo
+from fmm_fast.training.models import SequenceClassifier
 
 
 def resolve_torch_device(device: str) -> torch.device:

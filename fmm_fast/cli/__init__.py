@@ -10,7 +10,7 @@ import importlib
 import sys
 
 from fmm_fast.cli.app import app
-from fmm_fast.errors import UserError
+from fmm_fast.core.errors import UserError
 
 COMMAND_MODULES = ["train", "export", "explain", "evaluate", "masf", "report", "demo"]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from fmm_fast.cli.app import app
-from fmm_fast.extras import TRAIN
+from fmm_fast.core.optional_deps import TRAIN
 
 
 @app.command()

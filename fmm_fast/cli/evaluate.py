@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from fmm_fast.backends.engine import MaskBatchEngine
+from fmm_fast.backends.loading import LoadedModel, load_model
 from fmm_fast.cli.app import app
 from fmm_fast.cli.options import (
     MeasureOptionsOption,
@@ -22,17 +24,15 @@ from fmm_fast.cli.options import (
     parse_measure_options,
     scale_options,
 )
+from fmm_fast.core.datatypes import EncodedSplit
+from fmm_fast.core.errors import UserError
+from fmm_fast.core.outputs import check_container, check_directory, output_lock
+from fmm_fast.core.progress import progress_bar
+from fmm_fast.core.settings import BackendOptions, EngineOptions, EvaluationSettings
 from fmm_fast.data.base import TextDataset
+from fmm_fast.data.options import DataOptions, open_split
 from fmm_fast.distributed.runtime import ScaleOptions, check_scale_out, check_worker_precision
-from fmm_fast.engine import MaskBatchEngine
-from fmm_fast.errors import UserError
-from fmm_fast.external import ExternalExplanation, load_explanations
-from fmm_fast.loading import LoadedModel, load_model
-from fmm_fast.outputs import check_container, check_directory, output_lock
-from fmm_fast.pipeline import DataOptions, open_split
-from fmm_fast.progress import progress_bar
-from fmm_fast.settings import BackendOptions, EngineOptions, EvaluationSettings
-from fmm_fast.types import EncodedSplit
+from fmm_fast.measures.external import ExternalExplanation, load_explanations
 
 if TYPE_CHECKING:
     from fmm_fast.distributed.pool import WorkerPool
@@ -91,8 +91,8 @@ def evaluate(
     """
     # these load Numba and SciPy: imported on use, so --help starts fast
     from fmm_fast.distributed.pool import open_pool
-    from fmm_fast.evaluate import BASELINE
-    from fmm_fast.peer_evaluation import check_fresh
+    from fmm_fast.protocols.aopc import check_fresh
+    from fmm_fast.protocols.erasure import BASELINE
 
     settings = EvaluationSettings(
         str(model),
@@ -173,7 +173,7 @@ def _evaluate_seeds(
     """Every seed's recursive curves into OUT/seed-S (in this process, or on `pool`'s Ray workers), then
     the curves of all seeds as CSV and PNG."""
     from fmm_fast.distributed.evaluation import evaluate_sharded
-    from fmm_fast.evaluate import evaluate_model
+    from fmm_fast.protocols.erasure import evaluate_model
     from fmm_fast.report.plots import plot_run_curves
 
     rows = []
@@ -207,7 +207,7 @@ def _evaluate_aopc(
     quiet: bool,
 ) -> None:
     """--protocol aopc: the SPEC §8 metrics of every measure and explanations file, per seed."""
-    from fmm_fast.peer_evaluation import PeerRunSettings, render_peer_table, run_peer_evaluation
+    from fmm_fast.protocols.aopc import PeerRunSettings, render_peer_table, run_peer_evaluation
 
     for s in seeds:
         settings = PeerRunSettings(str(model), dataset_name, data.split, s, list(measures))

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from fmm_fast.backends.loading import load_model
 from fmm_fast.cli.app import app
 from fmm_fast.cli.options import (
     MeasureOptionsOption,
@@ -19,12 +20,11 @@ from fmm_fast.cli.options import (
     parse_measure_options,
     scale_options,
 )
+from fmm_fast.core.outputs import check_file, output_lock
+from fmm_fast.core.progress import progress_bar
+from fmm_fast.core.settings import BackendOptions, EngineOptions, ExplainSettings
+from fmm_fast.data.options import DataOptions, open_split
 from fmm_fast.distributed.runtime import ScaleOptions, check_scale_out, check_worker_precision
-from fmm_fast.loading import load_model
-from fmm_fast.outputs import check_file, output_lock
-from fmm_fast.pipeline import DataOptions, open_split
-from fmm_fast.progress import progress_bar
-from fmm_fast.settings import BackendOptions, EngineOptions, ExplainSettings
 
 
 @app.command()

@@ -8,8 +8,8 @@ import typer
 
 from fmm_fast.cli.app import app
 from fmm_fast.cli.options import OverwriteOption
-from fmm_fast.extras import TRAIN
-from fmm_fast.outputs import check_file, output_lock
+from fmm_fast.core.optional_deps import TRAIN
+from fmm_fast.core.outputs import check_file, output_lock
 
 
 @app.command()
@@ -29,7 +29,7 @@ def export(
     as --model. fp32 must match PyTorch within 1e-4 on the logits, or nothing is written.
     """
     TRAIN.require("export")
-    from fmm_fast.export import check_export_options, export_onnx, format_report
+    from fmm_fast.export.onnx_export import check_export_options, export_onnx, format_report
 
     check_export_options(out, opset, quantize, fp16)
     check_file(out, overwrite)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import typer
 
+from fmm_fast.backends.loading import load_model
 from fmm_fast.cli.app import app
 from fmm_fast.cli.options import (
     OverwriteOption,
@@ -18,13 +19,12 @@ from fmm_fast.cli.options import (
     engine_options,
     scale_options,
 )
+from fmm_fast.core.outputs import check_directory, claim_directory, output_lock
+from fmm_fast.core.progress import progress_bar
+from fmm_fast.core.records import read_record, write_record
+from fmm_fast.core.settings import BackendOptions, EngineOptions, MasfSettings
+from fmm_fast.data.options import DataOptions
 from fmm_fast.distributed.runtime import ScaleOptions, check_scale_out, check_worker_precision
-from fmm_fast.loading import load_model
-from fmm_fast.outputs import check_directory, claim_directory, output_lock
-from fmm_fast.pipeline import DataOptions
-from fmm_fast.progress import progress_bar
-from fmm_fast.runrecord import read_record, write_record
-from fmm_fast.settings import BackendOptions, EngineOptions, MasfSettings
 
 
 @app.command()
@@ -74,8 +74,8 @@ def masf(
     # these load Numba and SciPy: imported on use, so --help starts fast
     from fmm_fast.distributed.pool import open_pool
     from fmm_fast.distributed.signals import ShardedSignals
-    from fmm_fast.masf_run import run_masf
-    from fmm_fast.stats import RATIOS
+    from fmm_fast.protocols.curve_stats import RATIOS
+    from fmm_fast.protocols.masf.run import run_masf
 
     settings = MasfSettings(
         tuple(str(m) for m in model),
@@ -143,7 +143,7 @@ def _saved_results(state: Path) -> dict | None:
 
 def _write_outputs(out: Path, settings: MasfSettings, results: dict, started: float) -> None:
     """masf.json, p_values.csv and masf.png of every model, and the table."""
-    from fmm_fast.masf_run import masf_record
+    from fmm_fast.protocols.masf.run import masf_record
     from fmm_fast.report.plots import plot_p_values
 
     write_record(out / "masf.json", masf_record(settings, results, time.perf_counter() - started))
@@ -185,7 +185,7 @@ def _print_table(results: dict) -> None:
 
 def _warn_saturated_calibrations(results: dict) -> None:
     """One warning per model whose calibration cannot produce p-values below the test's level."""
-    from fmm_fast.masf import IN_DISTRIBUTION_LEVEL
+    from fmm_fast.protocols.masf.statistic import IN_DISTRIBUTION_LEVEL
 
     for label, result in results.items():
         calibration = result["calibration"]

@@ -15,14 +15,14 @@ from typing import Annotated, Any
 
 import typer
 
+from fmm_fast.backends.engine import DEFAULT_TOKEN_BUDGET
 from fmm_fast.backends.options import DEVICES, PROVIDERS, BackendOptions
-from fmm_fast.engine import DEFAULT_TOKEN_BUDGET
-from fmm_fast.errors import UserError
-from fmm_fast.labels import parse_label_map
+from fmm_fast.backends.precision import DEFAULT_PRECISION, PRECISIONS
+from fmm_fast.core.errors import UserError
+from fmm_fast.core.settings import DEFAULT_EXPLAIN_BATCH_ROWS, EngineOptions
+from fmm_fast.data.labels import parse_label_map
+from fmm_fast.data.options import DataOptions
 from fmm_fast.measures.registry import OPTION_NAMES, check_measure_options
-from fmm_fast.pipeline import DataOptions
-from fmm_fast.precision import DEFAULT_PRECISION, PRECISIONS
-from fmm_fast.settings import DEFAULT_EXPLAIN_BATCH_ROWS, EngineOptions
 
 DEFAULT_DATASET = "movie-snippets"
 

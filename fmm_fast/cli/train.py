@@ -6,14 +6,14 @@ from pathlib import Path
 
 import typer
 
-from fmm_fast.base_models import MINILM, TINY_ROBERTA
 from fmm_fast.cli.app import app
 from fmm_fast.cli.options import OverwriteOption, QuietOption, backend_options, data_options
-from fmm_fast.extras import TRAIN
-from fmm_fast.masking import DEFAULT_STRATEGY, STRATEGIES, TRAINING_BATCH_SIZE
-from fmm_fast.outputs import output_lock
-from fmm_fast.pipeline import DataOptions
-from fmm_fast.settings import DEFAULT_LR, BackendOptions, TrainSettings
+from fmm_fast.core.optional_deps import TRAIN
+from fmm_fast.core.outputs import output_lock
+from fmm_fast.core.settings import DEFAULT_LR, BackendOptions, TrainSettings
+from fmm_fast.data.masking import DEFAULT_STRATEGY, STRATEGIES, TRAINING_BATCH_SIZE
+from fmm_fast.data.options import DataOptions
+from fmm_fast.training.base_models import MINILM, TINY_ROBERTA
 
 
 @app.command()
@@ -75,8 +75,8 @@ def train(
     tiny-roberta trains from scratch in seconds, for trying the pipeline, and does not learn bAbI.
     """
     TRAIN.require("training")
-    from fmm_fast.train import MODEL_DIR, RUN_FILE
-    from fmm_fast.train import train as run_training
+    from fmm_fast.training.train import MODEL_DIR, RUN_FILE
+    from fmm_fast.training.train import train as run_training
 
     settings = TrainSettings(
         data,

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fmm_fast.errors import UserError
+from fmm_fast.core.errors import UserError
 
 SPLIT_NAMES = ("train", "validation", "test")
 

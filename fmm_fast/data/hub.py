@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from fmm_fast.core.errors import UserError
+from fmm_fast.core.optional_deps import HUB
 from fmm_fast.data.base import DatasetSpec, TextSplit, cap_splits
-from fmm_fast.errors import UserError
-from fmm_fast.extras import HUB
 
 if TYPE_CHECKING:
     import datasets

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
+from fmm_fast.core.errors import UserError
+from fmm_fast.core.optional_deps import PARQUET
 from fmm_fast.data.base import TextSplit, stratified_split
-from fmm_fast.errors import UserError
-from fmm_fast.extras import PARQUET
 
 SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")  # .json: one JSON object per line, like .jsonl
 LOCAL_METRIC = "accuracy"

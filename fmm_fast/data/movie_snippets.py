@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
+from fmm_fast.core.errors import UserError
 from fmm_fast.data.base import TextSplit, cap_splits, stratified_split
-from fmm_fast.errors import UserError
 
 LABEL_NAMES = ("negative", "positive")
 RELATIVE_PATH = Path("data", "hutto_ICWSM_2014", "movieReviewSnippets_GroundTruth.txt")

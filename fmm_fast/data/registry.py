@@ -6,6 +6,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
+from fmm_fast.core.errors import UserError
 from fmm_fast.data.babi import LOCATIONS, babi_splits
 from fmm_fast.data.base import DatasetSpec, TextDataset, TextSplit, cap_splits, check_sizes
 from fmm_fast.data.hub import hub_splits
@@ -18,7 +19,6 @@ from fmm_fast.data.local import (
 )
 from fmm_fast.data.movie_snippets import LABEL_NAMES as SNIPPET_LABELS
 from fmm_fast.data.movie_snippets import movie_snippet_splits
-from fmm_fast.errors import UserError
 
 _NLI3 = ("entailment", "neutral", "contradiction")
 _NLI2 = ("entailment", "not_entailment")

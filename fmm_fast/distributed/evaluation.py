@@ -5,9 +5,9 @@ runs in one actor. Recursive measures go in length-balanced chunks (with the r =
 predictions); non-recursive ones (beam search, whose cost varies most) in small groups handed to
 whichever actor is idle. Each finished task is saved under `<out>/state/shards/`, so a rerun resumes:
 the directory is claimed under the same run marker and fingerprint as a one-process run
-(fmm_fast.outputs), so only the same run resumes, and a damaged shard file is recomputed with a warning.
+(fmm_fast.core.outputs), so only the same run resumes, and a damaged shard file is recomputed with a warning.
 The driver reassembles predictions and masked inputs in example order and computes the curves,
-ACU/RACU exactly as one process does (fmm_fast.evaluate.erasure_result).
+ACU/RACU exactly as one process does (fmm_fast.protocols.erasure.erasure_result).
 """
 
 from __future__ import annotations
@@ -21,11 +21,19 @@ from pathlib import Path
 
 import numpy as np
 
+from fmm_fast.backends.loading import LoadedModel
+from fmm_fast.core.datatypes import EncodedSplit
+from fmm_fast.core.metrics import compute_metrics
+from fmm_fast.core.outputs import claim_directory
+from fmm_fast.core.records import write_record
+from fmm_fast.core.settings import EvaluationSettings
 from fmm_fast.data.base import TextDataset
 from fmm_fast.distributed.pool import Task, WorkerPool
 from fmm_fast.distributed.sharding import split_shards
 from fmm_fast.distributed.worker import TaskResult
-from fmm_fast.evaluate import (
+from fmm_fast.measures import get_measure
+from fmm_fast.protocols.curve_stats import RATIOS
+from fmm_fast.protocols.erasure import (
     apply_masked,
     erasure_result,
     evaluation_record,
@@ -34,14 +42,6 @@ from fmm_fast.evaluate import (
     measure_names,
     save_masked_step,
 )
-from fmm_fast.loading import LoadedModel
-from fmm_fast.measures import get_measure
-from fmm_fast.metrics import compute_metrics
-from fmm_fast.outputs import claim_directory
-from fmm_fast.runrecord import write_record
-from fmm_fast.settings import EvaluationSettings
-from fmm_fast.stats import RATIOS
-from fmm_fast.types import EncodedSplit
 
 
 @dataclass(frozen=True)

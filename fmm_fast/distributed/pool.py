@@ -8,10 +8,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fmm_fast.backends.engine import EngineStats
+from fmm_fast.core.errors import UserError
 from fmm_fast.distributed.runtime import ScaleOptions, ray_runtime
 from fmm_fast.distributed.worker import ModelFile, ModelWorker, TaskResult
-from fmm_fast.engine import EngineStats
-from fmm_fast.errors import UserError
 
 # A crashed actor process is restarted and its running task re-executed (Ray's own fault tolerance);
 # a task whose actor stays dead is handed to another actor by the pool.

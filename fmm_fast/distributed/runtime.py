@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import ModuleType
 
-from fmm_fast.errors import UserError
+from fmm_fast.core.errors import UserError
 
 CONNECT_TIMEOUT_S = (
     10.0  # a reachable head answers a TCP connect at once; Ray itself would retry for a minute

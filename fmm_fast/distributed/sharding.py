@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fmm_fast.types import EncodedSplit
+from fmm_fast.core.datatypes import EncodedSplit
 
 CHUNKS_PER_WORKER = 4  # enough for the tail to balance, few enough that batches stay large
 GROUPS_PER_WORKER = 8  # uneven work: at least this many small groups per worker...

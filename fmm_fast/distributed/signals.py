@@ -6,10 +6,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from fmm_fast.backends.engine import EngineStats
 from fmm_fast.distributed.pool import Task, WorkerPool, add_stats
 from fmm_fast.distributed.sharding import CHUNKS_PER_WORKER, length_balanced_chunks
 from fmm_fast.distributed.worker import TaskResult
-from fmm_fast.engine import EngineStats
 
 
 class ShardedSignals:

@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 
 from fmm_fast.api import predict_and_explain
-from fmm_fast.engine import MaskBatchEngine
-from fmm_fast.evaluate import erasure_steps, fully_masked, masked_positions
+from fmm_fast.backends.engine import MaskBatchEngine
+from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.measures import get_measure
-from fmm_fast.types import EncodedSplit
+from fmm_fast.protocols.erasure import erasure_steps, fully_masked, masked_positions
 
 
 @dataclass(frozen=True)

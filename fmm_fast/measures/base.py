@@ -8,8 +8,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from fmm_fast.engine import MaskBatchEngine
-from fmm_fast.errors import UserError
+from fmm_fast.backends.engine import MaskBatchEngine
+from fmm_fast.core.errors import UserError
 
 
 @dataclass

@@ -16,9 +16,9 @@ from math import comb
 
 import numpy as np
 
-from fmm_fast.engine import MaskBatchEngine
+from fmm_fast.backends.engine import MaskBatchEngine
+from fmm_fast.core.datatypes import unpad
 from fmm_fast.measures.base import ExplainBatch, Measure, check_positive
-from fmm_fast.types import unpad
 
 DEFAULT_BEAM_SIZE = 10
 

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from fmm_fast.backends.base import GradientBackend
-from fmm_fast.engine import MaskBatchEngine
-from fmm_fast.errors import UserError
+from fmm_fast.backends.engine import MaskBatchEngine
+from fmm_fast.core.errors import UserError
 from fmm_fast.measures.base import ExplainBatch, Measure, check_positive
 
 if TYPE_CHECKING:

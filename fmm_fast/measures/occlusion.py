@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from fmm_fast.engine import MaskBatchEngine
+from fmm_fast.backends.engine import MaskBatchEngine
+from fmm_fast.core.datatypes import unpad
 from fmm_fast.measures.base import ExplainBatch, Measure
-from fmm_fast.types import unpad
 
 
 class LeaveOneOutSign(Measure):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fmm_fast.engine import MaskBatchEngine
+from fmm_fast.backends.engine import MaskBatchEngine
 from fmm_fast.measures.base import ExplainBatch, Measure
 
 

@@ -11,8 +11,8 @@ import inspect
 import re
 from collections.abc import Mapping
 
-from fmm_fast.errors import UserError
-from fmm_fast.extras import TRAIN
+from fmm_fast.core.errors import UserError
+from fmm_fast.core.optional_deps import TRAIN
 from fmm_fast.measures.base import Measure, check_positive
 from fmm_fast.measures.beam import BeamSearch
 from fmm_fast.measures.gradient import GradL1, GradL2, InputGradAbs, InputGradSign, IntGradAbs, IntGradSign

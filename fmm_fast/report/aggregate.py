@@ -12,16 +12,16 @@ from pathlib import Path
 
 import numpy as np
 
-from fmm_fast.errors import UserError
-from fmm_fast.report.load import EvaluationResult, read_results
-from fmm_fast.report.order import BASELINE_MEASURE, measure_sort_key, strategy_sort_key
-from fmm_fast.stats import (
+from fmm_fast.core.errors import UserError
+from fmm_fast.protocols.curve_stats import (
     BABI_CONVERGENCE_THRESHOLD,
     bootstrap_ci,
     converged,
     format_ci,
     proportion_interval,
 )
+from fmm_fast.report.load import EvaluationResult, read_results
+from fmm_fast.report.order import BASELINE_MEASURE, measure_sort_key, strategy_sort_key
 
 BAND_PERCENTILES = (2.5, 97.5)
 

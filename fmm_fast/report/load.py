@@ -1,7 +1,7 @@
 """Reading `fmm-fast evaluate` result files: find them, parse them, validate them.
 
 The public surface is `find_result_files`, `load_result` and `read_results`; the file itself is read by
-`fmm_fast.runrecord.read_record`, the reader of every run record.
+`fmm_fast.core.records.read_record`, the reader of every run record.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from fmm_fast.errors import UserError
+from fmm_fast.core.errors import UserError
+from fmm_fast.core.records import read_record
 from fmm_fast.report.order import measure_sort_key
-from fmm_fast.runrecord import read_record
 
 RESULT_FILE = "result.json"
 

@@ -12,13 +12,13 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
-from fmm_fast.errors import UserError
-from fmm_fast.peer_evaluation import RECORD_KIND, SUMMARIES, summary_cell
+from fmm_fast.core.errors import UserError
+from fmm_fast.core.records import read_record
+from fmm_fast.protocols.aopc import RECORD_KIND, SUMMARIES, summary_cell
+from fmm_fast.protocols.curve_stats import bootstrap_ci, format_ci
 from fmm_fast.report.load import find_result_files, load_result
 from fmm_fast.report.order import measure_sort_key
 from fmm_fast.report.tables import markdown_table
-from fmm_fast.runrecord import read_record
-from fmm_fast.stats import bootstrap_ci, format_ci
 
 PEER_TABLE = "peer-metrics.md"
 

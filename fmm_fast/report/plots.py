@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fmm_fast.masf import IN_DISTRIBUTION_LEVEL
+from fmm_fast.protocols.masf.statistic import IN_DISTRIBUTION_LEVEL
 from fmm_fast.report.aggregate import GroupReport, aggregate
 from fmm_fast.report.load import load_result
 from fmm_fast.report.order import BASELINE_MEASURE

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from fmm_fast import __version__
-from fmm_fast.errors import UserError
+from fmm_fast.core.errors import UserError
+from fmm_fast.core.records import write_record
 from fmm_fast.report.aggregate import Estimate, MeasureReport, Report, load_report
 from fmm_fast.report.plots import plot_curves
 from fmm_fast.report.tables import (
@@ -19,7 +20,6 @@ from fmm_fast.report.tables import (
     render_table_markdown,
     render_timing_markdown,
 )
-from fmm_fast.runrecord import write_record
 
 REPORT_FILE = "report.json"
 

@@ -12,7 +12,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from fmm_fast.errors import UserError
+from fmm_fast.core.errors import UserError
 
 RECORDED_PACKAGES = ("fmm-fast", "torch", "transformers", "onnxruntime", "numpy")
 

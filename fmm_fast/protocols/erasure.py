@@ -16,19 +16,19 @@ from pathlib import Path
 import numpy as np
 
 from fmm_fast import __version__
+from fmm_fast.backends.engine import MaskBatchEngine
+from fmm_fast.backends.loading import LoadedModel, gradient_backend
+from fmm_fast.core.datatypes import EncodedSplit, pad_batch, save_ragged
+from fmm_fast.core.errors import UserError
+from fmm_fast.core.metrics import compute_metrics
+from fmm_fast.core.outputs import claim_directory
+from fmm_fast.core.records import read_record, versions, write_record
+from fmm_fast.core.settings import EvaluationSettings
 from fmm_fast.data.base import TextDataset
-from fmm_fast.engine import MaskBatchEngine
-from fmm_fast.errors import UserError
-from fmm_fast.loading import LoadedModel, gradient_backend
-from fmm_fast.masking import masked_count
+from fmm_fast.data.masking import masked_count
 from fmm_fast.measures import get_measure
 from fmm_fast.measures.base import ExplainBatch, Measure
-from fmm_fast.metrics import compute_metrics
-from fmm_fast.outputs import claim_directory
-from fmm_fast.runrecord import read_record, versions, write_record
-from fmm_fast.settings import EvaluationSettings
-from fmm_fast.stats import RATIOS, acu_racu
-from fmm_fast.types import EncodedSplit, pad_batch, save_ragged
+from fmm_fast.protocols.curve_stats import RATIOS, acu_racu
 
 BASELINE = "rand"
 

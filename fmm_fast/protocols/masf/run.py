@@ -10,16 +10,16 @@ from typing import Protocol
 import numpy as np
 
 from fmm_fast import __version__
-from fmm_fast.engine import EngineStats, MaskBatchEngine
-from fmm_fast.errors import UserError
-from fmm_fast.loading import LoadedModel
-from fmm_fast.masf import MaSFCalibration, summarize_p_values
-from fmm_fast.masking import STRATEGIES, mask_explained_share, random_masking
-from fmm_fast.pipeline import open_split
-from fmm_fast.runrecord import versions
-from fmm_fast.settings import MasfSettings
-from fmm_fast.stats import RATIOS
-from fmm_fast.types import load_ragged
+from fmm_fast.backends.engine import EngineStats, MaskBatchEngine
+from fmm_fast.backends.loading import LoadedModel
+from fmm_fast.core.datatypes import load_ragged
+from fmm_fast.core.errors import UserError
+from fmm_fast.core.records import versions
+from fmm_fast.core.settings import MasfSettings
+from fmm_fast.data.masking import STRATEGIES, mask_explained_share, random_masking
+from fmm_fast.data.options import open_split
+from fmm_fast.protocols.curve_stats import RATIOS
+from fmm_fast.protocols.masf.statistic import MaSFCalibration, summarize_p_values
 
 
 class SignalSource(Protocol):

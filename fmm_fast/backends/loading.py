@@ -10,11 +10,11 @@ from tokenizers import Tokenizer
 
 from fmm_fast.backends.base import Backend, GradientBackend
 from fmm_fast.backends.options import BackendOptions
-from fmm_fast.checkpoint_layout import is_checkpoint
-from fmm_fast.errors import UserError
-from fmm_fast.extras import TRAIN
-from fmm_fast.precision import Precision, resolve_precision
-from fmm_fast.types import ModelInfo
+from fmm_fast.backends.precision import Precision, resolve_precision
+from fmm_fast.core.datatypes import ModelInfo
+from fmm_fast.core.errors import UserError
+from fmm_fast.core.optional_deps import TRAIN
+from fmm_fast.training.checkpoint_layout import is_checkpoint
 
 
 @dataclass
@@ -45,7 +45,7 @@ def load_model(path: str | Path, options: BackendOptions = BackendOptions()) -> 
     """A checkpoint directory → PyTorch backend on options.device; a `.onnx` file → ONNX Runtime backend
     on options.provider (fp32), or OpenVINO (bf16 on CPU).
 
-    options.precision: fp32|bf16|auto (fmm_fast.precision). A note on what runs instead of the request
+    options.precision: fp32|bf16|auto (backends.precision). A note on what runs instead of the request
     goes to stderr.
     """
     path = Path(path)
@@ -140,7 +140,7 @@ def _load_checkpoint(path: Path, device: str, precision: str) -> LoadedModel:
             "--device cuda was asked for but PyTorch sees no CUDA device; use --device auto or cpu"
         )
     from fmm_fast.backends.torch_backend import TorchBackend, resolve_torch_device
-    from fmm_fast.models import load_checkpoint
+    from fmm_fast.training.models import load_checkpoint
 
     chosen = resolve_precision(precision, resolve_torch_device(device).type == "cuda")
     model, tokenizer, info = load_checkpoint(path)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from tokenizers import Tokenizer
 
-from fmm_fast.types import EncodedSplit
+from fmm_fast.core.datatypes import EncodedSplit
 
 if TYPE_CHECKING:
     from fmm_fast.data.base import TextSplit

@@ -20,8 +20,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from fmm_fast.errors import UserError
-from fmm_fast.runrecord import ensure_writable, read_record, write_record
+from fmm_fast.core.errors import UserError
+from fmm_fast.core.records import ensure_writable, read_record, write_record
 
 RUN_MARKER = ".fmm-fast-run.json"
 LOCK_NAME = ".fmm-fast.lock"

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from fmm_fast.backends.loading import LoadedModel
+from fmm_fast.core.datatypes import EncodedSplit
+from fmm_fast.core.errors import UserError
 from fmm_fast.data import load_dataset
 from fmm_fast.data.base import TextDataset
-from fmm_fast.errors import UserError
-from fmm_fast.labels import model_label_indices
-from fmm_fast.loading import LoadedModel
-from fmm_fast.tokenization import encode_split
-from fmm_fast.types import EncodedSplit
+from fmm_fast.data.labels import model_label_indices
+from fmm_fast.data.tokenization import encode_split
 
 
 @dataclass(frozen=True)

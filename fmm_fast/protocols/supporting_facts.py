@@ -6,7 +6,7 @@ the task should rank those tokens first. Per example the overlap is |top-k ∩ s
 so 1 means the top-k is all supporting tokens (or holds all of them when there are fewer than k); the
 mean runs over examples that have supporting tokens. `rand` gives the chance level, and
 chance_overlap its expectation in closed form. Each measure's record also holds ferret's token-F1, IOU and
-AUPRC against the same tokens (fmm_fast.plausibility).
+AUPRC against the same tokens (fmm_fast.protocols.plausibility).
 """
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ from pathlib import Path
 import numpy as np
 
 from fmm_fast.api import explain_encoded
-from fmm_fast.errors import UserError
-from fmm_fast.loading import LoadedModel, load_model
+from fmm_fast.backends.loading import LoadedModel, load_model
+from fmm_fast.core.datatypes import EncodedSplit
+from fmm_fast.core.errors import UserError
+from fmm_fast.core.records import read_record, versions, write_record
+from fmm_fast.data.options import DataOptions, open_split
 from fmm_fast.measures import get_measure
-from fmm_fast.pipeline import DataOptions, open_split
-from fmm_fast.plausibility import plausibility
-from fmm_fast.ranking import top_k_positions
-from fmm_fast.runrecord import read_record, versions, write_record
-from fmm_fast.types import EncodedSplit
+from fmm_fast.measures.ranking import top_k_positions
+from fmm_fast.protocols.plausibility import plausibility
 
 
 def overlap_per_example(

@@ -1,7 +1,7 @@
 """The files of a checkpoint directory; torch-free, so the evaluation install can tell one apart.
 
 A checkpoint holds a Hugging Face model (`config.json`, weights), TOKENIZER_FILE (a `tokenizers.Tokenizer`)
-and INFO_FILE (:class:`fmm_fast.types.ModelInfo` and the separator id); see fmm_fast.models.
+and INFO_FILE (:class:`fmm_fast.core.datatypes.ModelInfo` and the separator id); see fmm_fast.training.models.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from tokenizers import Tokenizer
 
-from fmm_fast.errors import UserError
+from fmm_fast.core.errors import UserError
 
 METADATA_INFO = "fmm_fast.info"
 METADATA_TOKENIZER = "fmm_fast.tokenizer"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fmm_fast.errors import UserError
+from fmm_fast.core.errors import UserError
 
 
 def parse_label_map(text: str | None) -> tuple[tuple[str, str], ...]:

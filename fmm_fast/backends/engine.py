@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from fmm_fast.backends.base import Backend
-from fmm_fast.types import pad_batch
+from fmm_fast.core.datatypes import pad_batch
 
 # Rows × padded length per batch. On a 2-core CPU 512–2048 ran MiniLM LOO batches fastest (16384 was
 # 20–25% slower: bench/bench_engine.py's sweep); a GPU wants more (--token-budget).

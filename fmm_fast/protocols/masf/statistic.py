@@ -33,7 +33,7 @@ import numba
 import numpy as np
 from numba import prange
 
-from fmm_fast.errors import UserError
+from fmm_fast.core.errors import UserError
 
 MIN_CALIBRATION_EXAMPLES = 20  # per reference set: all N in-sample, each half for split
 CALIBRATION_METHODS = ("in-sample", "split")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
-from fmm_fast.errors import UserError
+from fmm_fast.core.errors import UserError
 
 
 @dataclass(frozen=True)

@@ -27,19 +27,24 @@ from tokenizers import Tokenizer
 from torch import nn
 from tqdm import tqdm
 
+from fmm_fast.backends.engine import MaskBatchEngine
 from fmm_fast.backends.torch_backend import TorchBackend, resolve_torch_device
-from fmm_fast.base_models import TINY_ROBERTA
+from fmm_fast.core.datatypes import EncodedSplit, ModelInfo, pad_batch
+from fmm_fast.core.errors import UserError
+from fmm_fast.core.metrics import compute_metrics
+from fmm_fast.core.outputs import check_directory, claim_directory
+from fmm_fast.core.records import Stopwatch, versions, write_record
+from fmm_fast.core.settings import BUCKET_BATCHES, WEIGHT_DECAY, TrainSettings
 from fmm_fast.data.base import TextDataset
-from fmm_fast.engine import MaskBatchEngine
-from fmm_fast.errors import UserError
-from fmm_fast.masking import (
+from fmm_fast.data.masking import (
     mask_explained_share,
     mask_training_batch,
     pad_flags,
     random_masking,
 )
-from fmm_fast.metrics import compute_metrics
-from fmm_fast.models import (
+from fmm_fast.data.tokenization import encode_split
+from fmm_fast.training.base_models import TINY_ROBERTA
+from fmm_fast.training.models import (
     SequenceClassifier,
     build_tiny_roberta,
     load_checkpoint,
@@ -47,11 +52,6 @@ from fmm_fast.models import (
     quiet_transformers,
     save_checkpoint,
 )
-from fmm_fast.outputs import check_directory, claim_directory
-from fmm_fast.runrecord import Stopwatch, versions, write_record
-from fmm_fast.settings import BUCKET_BATCHES, WEIGHT_DECAY, TrainSettings
-from fmm_fast.tokenization import encode_split
-from fmm_fast.types import EncodedSplit, ModelInfo, pad_batch
 
 RATIOS = (0.0, 0.5, 1.0)  # explained-token masking shares reported per epoch and on test
 WARMUP_SHARE = 0.06

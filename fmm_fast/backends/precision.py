@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from fmm_fast.errors import UserError
+from fmm_fast.core.errors import UserError
 
 PRECISIONS = ("fp32", "bf16", "auto")
 DEFAULT_PRECISION = "fp32"  # until bench/bench_precision.py's fidelity report says otherwise

@@ -18,18 +18,18 @@ from pathlib import Path
 import numpy as np
 
 from fmm_fast import __version__
+from fmm_fast.backends.engine import MaskBatchEngine
+from fmm_fast.backends.loading import LoadedModel, gradient_backend
 from fmm_fast.backends.options import BackendOptions
-from fmm_fast.engine import MaskBatchEngine
-from fmm_fast.errors import UserError
-from fmm_fast.evaluate import BASELINE, explain_split
-from fmm_fast.external import ExternalExplanation
-from fmm_fast.loading import LoadedModel, gradient_backend
+from fmm_fast.core.datatypes import EncodedSplit
+from fmm_fast.core.errors import UserError
+from fmm_fast.core.metrics import compute_metrics
+from fmm_fast.core.records import versions, write_record
 from fmm_fast.measures import get_measure
-from fmm_fast.metrics import compute_metrics
-from fmm_fast.peer_metrics import THRESHOLDS, PeerScores, peer_metrics
-from fmm_fast.runrecord import versions, write_record
-from fmm_fast.stats import RATIOS, acu_racu, bootstrap_ci, format_ci
-from fmm_fast.types import EncodedSplit
+from fmm_fast.measures.external import ExternalExplanation
+from fmm_fast.protocols.aopc_metrics import THRESHOLDS, PeerScores, peer_metrics
+from fmm_fast.protocols.curve_stats import RATIOS, acu_racu, bootstrap_ci, format_ci
+from fmm_fast.protocols.erasure import BASELINE, explain_split
 
 RECORD_KIND = "peer-metrics"
 PEER_FILE = "peer.jsonl"

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
-from fmm_fast.errors import UserError
-from fmm_fast.types import EncodedSplit, pad_batch, unpad
+from fmm_fast.core.datatypes import EncodedSplit, pad_batch, unpad
+from fmm_fast.core.errors import UserError
 
 if TYPE_CHECKING:  # torch batches come from training only; evaluation runs without PyTorch
     import torch

@@ -2,7 +2,7 @@
 
 A checkpoint directory holds a Hugging Face model (`config.json`, weights), the tokenizer as
 `tokenizer.json` (a `tokenizers.Tokenizer`, the only tokenizer fmm-fast uses) and `fmm_info.json`
-(:class:`fmm_fast.types.ModelInfo`); see fmm_fast.checkpoint_layout.
+(:class:`fmm_fast.core.datatypes.ModelInfo`); see fmm_fast.training.checkpoint_layout.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ import torch
 from tokenizers import Tokenizer
 from torch import nn
 
-from fmm_fast.base_models import MINILM, TINY_ROBERTA, resolve_pretrained
-from fmm_fast.checkpoint_layout import INFO_FILE, TOKENIZER_FILE, is_checkpoint
-from fmm_fast.errors import UserError
-from fmm_fast.first_token import FirstTokenLastLayer
-from fmm_fast.onnx_format import configure_tokenizer
-from fmm_fast.types import ModelInfo
+from fmm_fast.core.datatypes import ModelInfo
+from fmm_fast.core.errors import UserError
+from fmm_fast.export.first_token import FirstTokenLastLayer
+from fmm_fast.export.onnx_format import configure_tokenizer
+from fmm_fast.training.base_models import MINILM, TINY_ROBERTA, resolve_pretrained
+from fmm_fast.training.checkpoint_layout import INFO_FILE, TOKENIZER_FILE, is_checkpoint
 
 
 def quiet_transformers() -> None:
@@ -38,7 +38,7 @@ class SequenceClassifier(nn.Module):
     -> logits (B, C) and, with signals, (B, L+1, D): per hidden state, the max over non-pad positions.
     Token types (BERT pairs) are derived from input_ids: 1 after the first separator, so a backend never
     needs them as an input. In eval mode the last encoder layer runs for the first token only where the
-    architecture allows it (fmm_fast.first_token: same logits, less work); training runs the full model.
+    architecture allows it (export.first_token: same logits, less work); training runs the full model.
     """
 
     def __init__(self, hf_model: nn.Module, sep_id: int | None) -> None:

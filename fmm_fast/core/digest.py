@@ -12,7 +12,7 @@ import json
 import os
 from pathlib import Path
 
-from fmm_fast.errors import UserError
+from fmm_fast.core.errors import UserError
 
 CACHE_FILE = "model-sha256.json"
 _CHUNK = 1 << 20

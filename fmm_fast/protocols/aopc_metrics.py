@@ -18,11 +18,11 @@ import numpy as np
 import scipy.stats
 
 from fmm_fast.backends.base import Backend
-from fmm_fast.engine import MaskBatchEngine
-from fmm_fast.masking import masked_count
-from fmm_fast.ranking import top_k_positions
-from fmm_fast.stats import RATIOS
-from fmm_fast.types import EncodedSplit
+from fmm_fast.backends.engine import MaskBatchEngine
+from fmm_fast.core.datatypes import EncodedSplit
+from fmm_fast.data.masking import masked_count
+from fmm_fast.measures.ranking import top_k_positions
+from fmm_fast.protocols.curve_stats import RATIOS
 
 # q = 0.1, 0.2, ..., 1.0 held as integer tenths, so that k_q is computed without float rounding.
 THRESHOLD_TENTHS = np.arange(1, 11, dtype=np.int64)

@@ -1,9 +1,9 @@
 """Export a checkpoint to a self-describing ONNX file, verified against PyTorch before it is written.
 
 The graph takes `input_ids` and `attention_mask` ((B, T) int64, right-padded, dynamic B and T) and gives
-`logits` (B, C) and `signals` (B, L+1, D), exactly what :class:`fmm_fast.models.SequenceClassifier`
+`logits` (B, C) and `signals` (B, L+1, D), exactly what :class:`fmm_fast.training.models.SequenceClassifier`
 computes with `with_signals=True`. The file carries everything a backend needs in its metadata:
-ModelInfo, the tokenizer and the verification report (fmm_fast/onnx_format.py).
+ModelInfo, the tokenizer and the verification report (fmm_fast/export/onnx_format.py).
 
 fp32 and int8 keep the traced graph: ONNX Runtime fuses what its CPU kernels gain from when it loads the
 file, and the fully fused graph of onnxruntime's transformer optimizer (Attention, EmbedLayerNormalization)
@@ -29,9 +29,10 @@ import torch
 from tokenizers import Tokenizer
 from torch import nn
 
-from fmm_fast.errors import UserError
-from fmm_fast.models import SequenceClassifier, load_checkpoint
-from fmm_fast.onnx_format import (
+from fmm_fast.core.datatypes import ModelInfo, pad_batch, unpad
+from fmm_fast.core.errors import UserError
+from fmm_fast.core.records import dumps_record
+from fmm_fast.export.onnx_format import (
     FORMAT_VERSION,
     INPUT_NAMES,
     METADATA_FORMAT_VERSION,
@@ -40,8 +41,7 @@ from fmm_fast.onnx_format import (
     METADATA_VERIFICATION,
     OUTPUT_NAMES,
 )
-from fmm_fast.runrecord import dumps_record
-from fmm_fast.types import ModelInfo, pad_batch, unpad
+from fmm_fast.training.models import SequenceClassifier, load_checkpoint
 
 QUANTIZATIONS = ("int8",)
 # Opsets the TorchScript exporter supports for these graphs (CumSum needs 11, torch's maximum is 20).

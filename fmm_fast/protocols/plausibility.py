@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fmm_fast.ranking import top_k_positions
+from fmm_fast.measures.ranking import top_k_positions
 
 
 def _gold(supporting: np.ndarray, explained: np.ndarray) -> np.ndarray:

@@ -1,0 +1,1 @@
+"""The small core every stage shares: settings, run records, errors, data types, output ownership."""

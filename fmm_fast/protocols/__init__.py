@@ -1,0 +1,1 @@
+"""Evaluation protocols: recursive erasure, peer metrics (AOPC), MaSF and plausibility."""

@@ -1,0 +1,1 @@
+"""Training: the PyTorch classifier, the named base models and masked fine-tuning."""

@@ -135,7 +135,7 @@ def table_rows(markdown: str, strategy: str) -> dict[str, list[str]]:
 
 def test_table_cells_dropped_seeds_and_files(results: Path, tmp_path: Path):
     out = tmp_path / "report"
-    report = write_report([results], out)
+    report, _ = write_report([results], out)
     table = (out / "table.md").read_text()
 
     masked = table_rows(table, "masked")
@@ -212,7 +212,7 @@ def test_other_kinds_are_ignored(results: Path):
     report = load_report([results])
     assert report.ignored == [other] and other not in report.files
     with pytest.raises(
-        UserError, match=r"no evaluation result\.json found under .*\(1 result\.json of other"
+        UserError, match=r"no evaluation or ROAR result\.json found under .*\(1 result\.json of other"
     ):
         load_report([other.parent])
 
@@ -222,7 +222,10 @@ def test_no_results_names_the_directories(tmp_path: Path, capsys):
     empty.mkdir()
     assert main(["report", str(empty), "--out", str(tmp_path / "out")]) == 2
     error = capsys.readouterr().err
-    assert f"no evaluation result.json found under {empty}" in error and len(error.strip().splitlines()) == 1
+    assert (
+        f"no evaluation or ROAR result.json found under {empty}" in error
+        and len(error.strip().splitlines()) == 1
+    )
     with pytest.raises(UserError, match="does not exist"):
         load_report([tmp_path / "missing"])
 
@@ -342,7 +345,7 @@ def test_nan_racu_of_a_flat_baseline_prints_na(tmp_path: Path):
     path = write_result(tmp_path, "sst2", "masked", 0, {"rand": (0.0, 0.0), "loo-abs": (0.0, 0.0)}, 0.9)
     path.write_text(path.read_text().replace('"racu": 0.0', '"racu": NaN'))
     out = tmp_path / "out"
-    report = write_report([tmp_path], out)
+    report, _ = write_report([tmp_path], out)
     assert table_rows((out / "table.md").read_text(), "masked")["loo-abs"] == ["RACU", "n/a"]
     assert math.isnan(report.groups[0].measures["loo-abs"].racu.mean)
     loo = json.loads((out / "report.json").read_text())["groups"][0]["measures"]["loo-abs"]
@@ -352,9 +355,7 @@ def test_nan_racu_of_a_flat_baseline_prints_na(tmp_path: Path):
 def test_an_undefined_racu_says_why(tmp_path: Path):
     path = write_result(tmp_path, "sst2", "masked", 0, {"rand": (0.0, 0.0), "loo-abs": (0.0, 0.0)}, 0.9)
     reason = "the model predicts one class ('negative' for all 100 examples)"
-    path.write_text(
-        path.read_text().replace('"racu": 0.0', f'"racu": NaN, "racu_undefined": "{reason}"')
-    )
+    path.write_text(path.read_text().replace('"racu": 0.0', f'"racu": NaN, "racu_undefined": "{reason}"'))
     out = tmp_path / "out"
     write_report([tmp_path], out)
     assert table_rows((out / "table.md").read_text(), "masked")["loo-abs"] == ["RACU", f"undefined: {reason}"]

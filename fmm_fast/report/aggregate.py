@@ -46,11 +46,8 @@ class Estimate:
 
 
 @dataclass(frozen=True)
-class MeasureReport:
-    """One measure aggregated over the kept seeds that ran it.
-
-    curves: (n, R) float64 primary metric per seed; seconds, forward_passes: (n,) float64.
-    """
+class CurveScores:
+    """One measure's curves and ACU/RACU over the seeds that ran it. curves: (n, R) float64, one per seed."""
 
     name: str
     signed: bool
@@ -58,9 +55,7 @@ class MeasureReport:
     acu: Estimate
     racu: Estimate
     curves: np.ndarray
-    seconds: np.ndarray
-    forward_passes: np.ndarray
-    racu_undefined: list[str] = field(default_factory=list)  # why some seed's RACU is nan
+    racu_undefined: list[str] = field(default_factory=list, kw_only=True)  # why some seed's RACU is nan
 
     @property
     def score_name(self) -> str:
@@ -77,6 +72,14 @@ class MeasureReport:
             return None
         low, high = np.percentile(self.curves, BAND_PERCENTILES, axis=0)
         return low, high
+
+
+@dataclass(frozen=True)
+class MeasureReport(CurveScores):
+    """One measure of an erasure run aggregated over the kept seeds. seconds, forward_passes: (n,) float64."""
+
+    seconds: np.ndarray
+    forward_passes: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -254,6 +257,6 @@ def aggregate(
 
 
 def load_report(dirs: Sequence[Path]) -> Report:
-    """Find, read and aggregate every evaluation result.json under `dirs`."""
-    results, ignored = read_results(dirs)
-    return aggregate(results, ignored)
+    """Find, read and aggregate every evaluation result.json under `dirs` (ROAR runs are left out)."""
+    results = read_results(dirs)
+    return aggregate(results.evaluations, results.ignored)

@@ -1,23 +1,25 @@
-"""Reading `fmm-fast evaluate` result files: find them, parse them, validate them.
+"""Reading result files of `fmm-fast evaluate` and `fmm-fast roar`: find them, parse them, validate them.
 
-The public surface is `find_result_files`, `load_result` and `read_results`; the file itself is read by
-`fmm_fast.core.records.read_record`, the reader of every run record.
+The public surface is `find_result_files`, `load_run`, `load_result` and `read_results`; the file itself is
+read by `fmm_fast.core.records.read_record`, the reader of every run record.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.records import read_record
-from fmm_fast.report.order import measure_sort_key
+from fmm_fast.report.order import BASELINE_MEASURE, measure_sort_key
 
 RESULT_FILE = "result.json"
+ROAR_PROTOCOL = "roar"
+ROAR_PHASES = ("train", "explain", "mask", "evaluate", "total")
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,74 @@ class EvaluationResult:
         return float(next(iter(self.measures.values())).curve[-1])
 
 
+@dataclass(frozen=True)
+class RoarCost:
+    """What a ROAR run spent, totalled over its seeds, measures and steps. seconds: phase -> wall seconds."""
+
+    trainings: int
+    forward_passes: float
+    backward_passes: float
+    seconds: dict[str, float]
+
+    def __add__(self, other: RoarCost) -> RoarCost:
+        return RoarCost(
+            self.trainings + other.trainings,
+            self.forward_passes + other.forward_passes,
+            self.backward_passes + other.backward_passes,
+            {phase: self.seconds[phase] + other.seconds[phase] for phase in ROAR_PHASES},
+        )
+
+
+@dataclass(frozen=True)
+class RoarSeed:
+    """One seed of a ROAR run.
+
+    curves: measure -> (R,) float64 test metric of the model retrained at each ratio, nan where the step
+    has not run yet (`missing` lists those ratios). acu, racu, racu_clipped: measure -> score, only for
+    measures whose curve and the `rand` curve are both finished. erasure: the no-retraining erasure of the
+    step-0 model (attached by read_results), erasure_path where the run says it is (None: not run).
+    """
+
+    seed: int
+    curves: dict[str, np.ndarray]
+    missing: dict[str, list[float]]
+    acu: dict[str, float]
+    racu: dict[str, float]
+    racu_clipped: dict[str, float]
+    erasure_path: Path | None
+    erasure: EvaluationResult | None = None
+
+    def finished(self, name: str) -> bool:
+        """True when the measure's curve and the rand curve it is scored against have every step."""
+        return name in self.racu
+
+
+@dataclass(frozen=True)
+class RoarResult:
+    """One result.json of `fmm-fast roar` (one dataset, retraining strategy and recursive mode).
+
+    ratios: (R,) float64 rising from 0 to 1; seeds: seed -> RoarSeed; signed: measure -> whether it is
+    signed (ACU is read for it); complete: the run's own word that every step has run.
+    """
+
+    path: Path
+    dataset: str
+    metric: str
+    majority_baseline: float
+    strategy: str
+    recursive: bool
+    ratios: np.ndarray
+    complete: bool
+    signed: dict[str, bool]
+    seeds: dict[int, RoarSeed]
+    cost: RoarCost
+    erasure_paths: list[Path] = field(default_factory=list)
+
+    @property
+    def protocol(self) -> str:
+        return "Recursive ROAR" if self.recursive else "ROAR (non-recursive)"
+
+
 class _MalformedResult(Exception):
     """Internal: what is wrong inside one result file; load_result turns it into a UserError."""
 
@@ -98,6 +168,13 @@ def _numbers(value: object, where: str) -> np.ndarray:
     return np.array([_number(item, where) for item in value], dtype=np.float64)
 
 
+def _ratios(data: object) -> np.ndarray:
+    ratios = _numbers(_field(data, "ratios", ""), "ratios")
+    if len(ratios) < 2 or ratios[0] != 0 or ratios[-1] != 1 or np.any(np.diff(ratios) <= 0):
+        raise _MalformedResult(f"ratios must rise strictly from 0 to 1, got {ratios.tolist()}")
+    return ratios
+
+
 def _parse_result(path: Path, data: object) -> EvaluationResult:
     model = _field(data, "model", "")
     metric = _text(_field(data, "metric", ""), "metric")
@@ -107,9 +184,7 @@ def _parse_result(path: Path, data: object) -> EvaluationResult:
     n_examples = _field(data, "n_examples", "")
     if isinstance(n_examples, bool) or not isinstance(n_examples, int) or n_examples < 1:
         raise _MalformedResult("n_examples must be a positive integer")
-    ratios = _numbers(_field(data, "ratios", ""), "ratios")
-    if len(ratios) < 2 or ratios[0] != 0 or ratios[-1] != 1 or np.any(np.diff(ratios) <= 0):
-        raise _MalformedResult(f"ratios must rise strictly from 0 to 1, got {ratios.tolist()}")
+    ratios = _ratios(data)
     curves = _field(data, "curves", "")
     measure_entries = _field(data, "measures", "")
     if not isinstance(measure_entries, dict) or not measure_entries:
@@ -148,21 +223,119 @@ def _parse_result(path: Path, data: object) -> EvaluationResult:
     )
 
 
-def load_result(path: Path) -> EvaluationResult | None:
-    """Read one result.json; None when it is another command's result (its "kind" is not "evaluate").
+def _signed(name: str) -> bool:
+    from fmm_fast.measures.registry import get_measure  # the measures' own word; imports no torch
 
-    Raises UserError naming the file when it is not a well-formed evaluation result.
+    try:
+        return get_measure(name).signed
+    except UserError as error:
+        raise _MalformedResult(str(error)) from None
+
+
+def _roar_seed(seed: int, entry: object, ratios: np.ndarray) -> RoarSeed:
+    where = f"seeds.{seed}"
+    curve_entries = _field(entry, "curves", where)
+    if not isinstance(curve_entries, dict) or not curve_entries:
+        raise _MalformedResult(f"{where}.curves must be a non-empty object")
+    curves, missing = {}, {}
+    for name, values in curve_entries.items():
+        curve_where = f"{where}.curves.{name}"
+        if not isinstance(values, list) or len(values) != len(ratios):
+            raise _MalformedResult(f"{curve_where} must be a list of {len(ratios)} numbers or nulls")
+        # null: the step has not run yet (a non-finite metric comes back from read_record as a float)
+        curves[name] = np.array([_number(v, curve_where, nullable=True) for v in values], dtype=np.float64)
+        missing[name] = [float(r) for r, v in zip(ratios, values, strict=True) if v is None]
+    scores: dict[str, dict[str, float]] = {"acu": {}, "racu": {}, "racu_clipped": {}}
+    for name in curves:
+        if missing[name] or missing.get(BASELINE_MEASURE):
+            continue  # not scored yet
+        for key, values in scores.items():
+            value = _field(_field(entry, key, where), name, f"{where}.{key}")
+            values[name] = _number(value, f"{where}.{key}.{name}", nullable=True)
+    erasure = _field(entry, "erasure", where)
+    return RoarSeed(
+        seed=seed,
+        curves=curves,
+        missing=missing,
+        acu=scores["acu"],
+        racu=scores["racu"],
+        racu_clipped=scores["racu_clipped"],
+        erasure_path=None if erasure is None else Path(_text(erasure, f"{where}.erasure")),
+    )
+
+
+def _roar_cost(data: object) -> RoarCost:
+    cost = _field(data, "cost", "")
+    trainings = _field(cost, "trainings", "cost")
+    if isinstance(trainings, bool) or not isinstance(trainings, int) or trainings < 0:
+        raise _MalformedResult("cost.trainings must be a non-negative integer")
+    seconds = _field(cost, "seconds", "cost")
+    return RoarCost(
+        trainings=trainings,
+        forward_passes=_number(_field(cost, "forward_passes", "cost"), "cost.forward_passes"),
+        backward_passes=_number(_field(cost, "backward_passes", "cost"), "cost.backward_passes"),
+        seconds={p: _number(_field(seconds, p, "cost.seconds"), f"cost.seconds.{p}") for p in ROAR_PHASES},
+    )
+
+
+def _parse_roar(path: Path, data: object) -> RoarResult:
+    ratios = _ratios(data)
+    seed_entries = _field(data, "seeds", "")
+    if not isinstance(seed_entries, dict) or not seed_entries:
+        raise _MalformedResult("seeds must be a non-empty object")
+    if not all(key.isdecimal() for key in seed_entries):
+        raise _MalformedResult(f"seeds must be keyed by seed numbers, got {sorted(seed_entries)}")
+    seeds = {int(k): _roar_seed(int(k), entry, ratios) for k, entry in seed_entries.items()}
+    complete = _field(data, "complete", "")
+    recursive = _field(data, "recursive", "")
+    for name, flag in (("complete", complete), ("recursive", recursive)):
+        if not isinstance(flag, bool):
+            raise _MalformedResult(f"{name} must be true or false")
+    unfinished = [f"seeds.{s}.curves.{n}" for s, seed in seeds.items() for n, m in seed.missing.items() if m]
+    if complete and unfinished:
+        raise _MalformedResult(f"complete is true but {unfinished[0]} has steps that did not run (null)")
+    names = sorted({name for seed in seeds.values() for name in seed.curves}, key=measure_sort_key)
+    return RoarResult(
+        path=path,
+        dataset=_text(_field(data, "dataset", ""), "dataset"),
+        metric=_text(_field(data, "metric", ""), "metric"),
+        majority_baseline=_number(_field(data, "majority_baseline", ""), "majority_baseline", nullable=True),
+        strategy=_text(_field(data, "strategy", ""), "strategy"),
+        recursive=recursive,
+        ratios=ratios,
+        complete=complete,
+        signed={name: _signed(name) for name in names},
+        seeds=dict(sorted(seeds.items())),
+        cost=_roar_cost(data),
+    )
+
+
+def load_run(path: Path) -> EvaluationResult | RoarResult | None:
+    """Read one result.json of `fmm-fast evaluate` or `fmm-fast roar`; None for another command's result.
+
+    Raises UserError naming the file when it is not well-formed.
     """
     try:
         data = read_record(path)
+        if isinstance(data, dict) and data.get("protocol") == ROAR_PROTOCOL:
+            return _parse_roar(path, data)
         if _field(data, "kind", "") != "evaluate":
             return None
         return _parse_result(path, data)
     except (OSError, ValueError, _MalformedResult) as error:  # ValueError: bad JSON or encoding
         raise UserError(
-            f"malformed result file {path}: {error}; rerun `fmm-fast evaluate` for it or move it out of "
-            "the report's directories"
+            f"malformed result file {path}: {error}; rerun the `fmm-fast evaluate` or `fmm-fast roar` that "
+            "wrote it, or move it out of the report's directories"
         ) from None
+
+
+def load_result(path: Path) -> EvaluationResult | None:
+    """Read one `fmm-fast evaluate` result.json; None when it is another command's result.
+
+    Raises UserError naming the file when it is not well-formed.
+    """
+    result = load_run(path)
+    return result if isinstance(result, EvaluationResult) else None
 
 
 def find_result_files(dirs: Sequence[Path]) -> list[Path]:
@@ -180,24 +353,51 @@ def find_result_files(dirs: Sequence[Path]) -> list[Path]:
     return sorted(found)
 
 
-def read_results(dirs: Sequence[Path]) -> tuple[list[EvaluationResult], list[Path]]:
-    """Every evaluation result under `dirs`, and the result.json files of other commands (ignored).
+@dataclass(frozen=True)
+class Results:
+    """What read_results found. evaluations: erasure runs of `fmm-fast evaluate`, without the ones a ROAR
+    run holds (those hang on its seeds); roar: ROAR runs; ignored: result.json files of other commands."""
 
-    Raises UserError when there is no evaluation result at all.
+    evaluations: list[EvaluationResult]
+    roar: list[RoarResult]
+    ignored: list[Path]
+
+
+def _attach_erasures(run: RoarResult, loaded: dict[Path, EvaluationResult]) -> RoarResult:
+    """The run with each seed's no-retraining erasure result attached (read here if not found already)."""
+    seeds, paths = {}, []
+    for number, seed in run.seeds.items():
+        erasure = None
+        if seed.erasure_path is not None:
+            path = (run.path.parent / seed.erasure_path).resolve()
+            paths.append(path)
+            erasure = loaded.get(path) or (load_result(path) if path.is_file() else None)
+        seeds[number] = replace(seed, erasure=erasure)
+    return replace(run, seeds=seeds, erasure_paths=paths)
+
+
+def read_results(dirs: Sequence[Path]) -> Results:
+    """Every evaluation and ROAR result under `dirs`, and the result.json files of other commands.
+
+    Raises UserError when there is neither an evaluation nor a ROAR result.
     """
-    paths = find_result_files(dirs)
-    results, ignored = [], []
-    for path in paths:
-        result = load_result(path)
-        if result is None:
-            ignored.append(path)
+    evaluations: dict[Path, EvaluationResult] = {}
+    roar, ignored = [], []
+    for path in find_result_files(dirs):
+        result = load_run(path)
+        if isinstance(result, EvaluationResult):
+            evaluations[path.resolve()] = result
+        elif isinstance(result, RoarResult):
+            roar.append(result)
         else:
-            results.append(result)
-    if not results:
+            ignored.append(path)
+    if not evaluations and not roar:
         where = ", ".join(str(d) for d in dirs)
         other = f" ({len(ignored)} result.json of other commands ignored)" if ignored else ""
         raise UserError(
-            f"no evaluation result.json found under {where}{other}; run `fmm-fast evaluate` first or pass "
-            "the directories it wrote to"
+            f"no evaluation or ROAR result.json found under {where}{other}; run `fmm-fast evaluate` or "
+            "`fmm-fast roar` first or pass the directories they wrote to"
         )
-    return results, ignored
+    roar = [_attach_erasures(run, evaluations) for run in roar]
+    held = {path for run in roar for path in run.erasure_paths}
+    return Results([r for p, r in evaluations.items() if p not in held], roar, ignored)

@@ -16,7 +16,7 @@ from fmm_fast.core.errors import UserError
 from fmm_fast.core.records import read_record
 from fmm_fast.protocols.aopc import RECORD_KIND, SUMMARIES, summary_cell
 from fmm_fast.protocols.curve_stats import bootstrap_ci, format_ci
-from fmm_fast.report.load import find_result_files, load_result
+from fmm_fast.report.load import find_result_files, load_run
 from fmm_fast.report.order import measure_sort_key
 from fmm_fast.report.tables import markdown_table
 
@@ -43,8 +43,8 @@ def load_peer_records(dirs: Sequence[Path]) -> list[dict]:
 
 
 def has_recursive_results(dirs: Sequence[Path]) -> bool:
-    """True when `dirs` hold at least one recursive-protocol evaluation result."""
-    return any(load_result(path) is not None for path in find_result_files(dirs))
+    """True when `dirs` hold at least one recursive-protocol evaluation result or ROAR run."""
+    return any(load_run(path) is not None for path in find_result_files(dirs))
 
 
 def _cell(entries: list[dict]) -> str:

@@ -1,6 +1,7 @@
-"""The report's figures as PNG: erasure curves per (dataset, strategy) and MaSF p-values per ratio.
+"""The report's figures as PNG: erasure curves per (dataset, strategy), ROAR against no-retraining
+erasure per measure, and MaSF p-values per ratio.
 
-matplotlib is imported inside the functions: it is slow to import and only plotting needs it. Both draw a
+matplotlib is imported inside the functions: it is slow to import and only plotting needs it. Each draws a
 bare Figure, never pyplot, so the caller's matplotlib backend is left alone.
 """
 
@@ -10,13 +11,18 @@ import math
 from collections.abc import Sequence
 from os import PathLike
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from fmm_fast.protocols.masf.statistic import IN_DISTRIBUTION_LEVEL
-from fmm_fast.report.aggregate import GroupReport, aggregate
+from fmm_fast.report.aggregate import CurveScores, GroupReport, aggregate
 from fmm_fast.report.load import load_result
 from fmm_fast.report.order import BASELINE_MEASURE
+from fmm_fast.report.roar import RoarGroup
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 
 def plot_curves(group: GroupReport, path: Path) -> None:
@@ -25,28 +31,68 @@ def plot_curves(group: GroupReport, path: Path) -> None:
 
     figure = Figure(figsize=(7, 4.5), layout="constrained")
     axes = figure.subplots()
-    percent = 100 * group.ratios
-    any_band = False
-    for measure in group.measures.values():
-        (line,) = axes.plot(
-            percent,
-            100 * measure.curves.mean(axis=0),
-            linestyle="--" if measure.name == BASELINE_MEASURE else "-",
-            marker="o",
-            markersize=3,
-            label=f"{measure.name} (n={len(measure.seeds)})",
-        )
-        band = measure.curve_band()
-        if band is not None:
-            any_band = True
-            axes.fill_between(percent, 100 * band[0], 100 * band[1], color=line.get_color(), alpha=0.2, lw=0)
-    if math.isfinite(group.majority_baseline):
-        axes.axhline(100 * group.majority_baseline, color="gray", linestyle=":", label="majority baseline")
-    axes.set_xlabel("masked explained tokens (%)")
-    axes.set_ylabel(f"{group.metric} (×100)")
+    bands = [
+        _draw_curve(axes, group.ratios, measure, f"{measure.name} (n={len(measure.seeds)})")
+        for measure in group.measures.values()
+    ]
+    _finish(axes, group.metric, group.majority_baseline, any(bands))
     axes.set_title(f"{group.dataset}, {group.strategy} ({group.split} split)")
+    figure.savefig(path, dpi=120)
+
+
+def _draw_curve(
+    axes: Axes, ratios: np.ndarray, scores: CurveScores, label: str, color: str | None = None
+) -> bool:
+    """The mean curve over seeds (rand dashed) and its percentile band; True when a band was drawn.
+
+    ratios: (R,) float64 fractions, drawn as percent."""
+    percent = 100 * ratios
+    (line,) = axes.plot(
+        percent,
+        100 * scores.curves.mean(axis=0),
+        linestyle="--" if scores.name == BASELINE_MEASURE else "-",
+        marker="o",
+        markersize=3,
+        color=color,
+        label=label,
+    )
+    band = scores.curve_band()
+    if band is not None:
+        axes.fill_between(percent, 100 * band[0], 100 * band[1], color=line.get_color(), alpha=0.2, lw=0)
+    return band is not None
+
+
+def _finish(axes: Axes, metric: str, majority_baseline: float, any_band: bool) -> None:
+    """Majority-baseline line, axis labels and the legend, whose title says what the bands are."""
+    if math.isfinite(majority_baseline):
+        axes.axhline(100 * majority_baseline, color="gray", linestyle=":", label="majority baseline")
+    axes.set_xlabel("masked explained tokens (%)")
+    axes.set_ylabel(f"{metric} (×100)")
     band_note = "mean over seeds; band: 2.5–97.5 percentile" if any_band else "mean over seeds"
     axes.legend(title=band_note, fontsize="small", title_fontsize="small", loc="best")
+
+
+def plot_roar_measure(group: RoarGroup, name: str, path: Path) -> None:
+    """One measure's ROAR curve (a model retrained at every ratio) and its no-retraining erasure curves,
+    each with its own `rand` (dashed, same colour), percentile band across seeds when there are several."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(7, 4.5), layout="constrained")
+    axes = figure.subplots()
+    sources = [(f"{group.protocol}, {group.strategy} retrained", group.ratios, group.measures)]
+    sources += [
+        (c.label.removeprefix("No retraining: "), c.group.ratios, c.group.measures)
+        for c in group.no_retraining
+    ]
+    bands = []
+    for index, (source, ratios, measures) in enumerate(sources):
+        color = f"C{index}"
+        for shown in dict.fromkeys((name, BASELINE_MEASURE)):
+            if shown in measures:
+                label = f"{shown}: {source} (n={len(measures[shown].seeds)})"
+                bands.append(_draw_curve(axes, ratios, measures[shown], label, color))
+    _finish(axes, group.metric, group.majority_baseline, any(bands))
+    axes.set_title(f"{group.dataset}, {name}: retrained at every step vs no retraining")
     figure.savefig(path, dpi=120)
 
 

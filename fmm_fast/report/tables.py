@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from fmm_fast.report.aggregate import Report
+from fmm_fast.report.aggregate import CurveScores, Estimate, Report
 from fmm_fast.report.order import measure_sort_key
 
 TABLE_CAPTION = (
@@ -25,6 +25,20 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
+def score_cell(measure: CurveScores, group_seeds: int, estimate: Estimate | None = None) -> str:
+    """A measure's score (or another of its estimates) as a table cell.
+
+    "undefined: why" for a nan RACU whose reason the run recorded; " [n=k]" when the measure has fewer
+    seeds than its group (group_seeds), e.g. a slow measure run on some seeds only.
+    """
+    estimate = measure.score if estimate is None else estimate
+    if measure.score_name == "RACU" and measure.racu_undefined and math.isnan(estimate.mean):
+        return f"undefined: {'; '.join(measure.racu_undefined)}"
+    if len(measure.seeds) != group_seeds:
+        return f"{estimate.formatted()} [n={len(measure.seeds)}]"
+    return estimate.formatted()
+
+
 def _score_table(report: Report, strategy: str) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the measures × datasets table of one strategy (shared by .md and .tex)."""
     groups = [g for g in report.groups if g.strategy == strategy]
@@ -34,16 +48,10 @@ def _score_table(report: Report, strategy: str) -> tuple[list[str], list[list[st
     for name in names:
         measure_of = [g.measures.get(name) for g in groups]
         score_name = next(m.score_name for m in measure_of if m is not None)
-        cells = []
-        for group, measure in zip(groups, measure_of, strict=True):
-            if measure is None:
-                cells.append("")
-            elif measure.score_name == "RACU" and measure.racu_undefined and math.isnan(measure.score.mean):
-                cells.append(f"undefined: {'; '.join(measure.racu_undefined)}")
-            elif len(measure.seeds) != len(group.seeds):  # the measure ran on fewer seeds than the model
-                cells.append(f"{measure.score.formatted()} [n={len(measure.seeds)}]")
-            else:
-                cells.append(measure.score.formatted())
+        cells = [
+            "" if measure is None else score_cell(measure, len(group.seeds))
+            for group, measure in zip(groups, measure_of, strict=True)
+        ]
         rows.append([name, score_name, *cells])
     return header, rows
 

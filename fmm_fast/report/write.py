@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -12,8 +12,12 @@ import numpy as np
 from fmm_fast import __version__
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.records import write_record
-from fmm_fast.report.aggregate import Estimate, MeasureReport, Report, load_report
-from fmm_fast.report.plots import plot_curves
+from fmm_fast.report.aggregate import CurveScores, Estimate, MeasureReport, Report, aggregate
+from fmm_fast.report.load import read_results
+from fmm_fast.report.order import BASELINE_MEASURE
+from fmm_fast.report.plots import plot_curves, plot_roar_measure
+from fmm_fast.report.roar import RoarGroup, RoarReport, aggregate_roar
+from fmm_fast.report.roar_tables import render_cost_markdown, render_roar_markdown
 from fmm_fast.report.tables import (
     render_performance_markdown,
     render_table_latex,
@@ -22,18 +26,18 @@ from fmm_fast.report.tables import (
 )
 
 REPORT_FILE = "report.json"
+ROAR_TABLE = "roar.md"
+COST_TABLE = "roar-cost.md"
 
 
-def _json_number(value: float) -> float | None:
-    """JSON has no nan or infinity: write null instead."""
-    return float(value) if math.isfinite(value) else None
+def _json_number(value: float) -> float:
+    """A plain float; write_record writes a non-finite one as null and names it in "non_finite"."""
+    return float(value)
 
 
 def _json_numbers(values: np.ndarray) -> list:
-    """(...) float64 array -> nested lists with null for non-finite values."""
-    if values.ndim > 1:
-        return [_json_numbers(row) for row in values]
-    return [_json_number(v) for v in values]
+    """(...) float64 array -> nested lists of floats (non-finite ones as `_json_number` says)."""
+    return np.asarray(values, dtype=np.float64).tolist()
 
 
 def _estimate_dict(estimate: Estimate) -> dict:
@@ -45,7 +49,7 @@ def _estimate_dict(estimate: Estimate) -> dict:
     }
 
 
-def _measure_dict(measure: MeasureReport) -> dict:
+def _scores_dict(measure: CurveScores) -> dict:
     band = measure.curve_band()
     return {
         "signed": measure.signed,
@@ -60,13 +64,19 @@ def _measure_dict(measure: MeasureReport) -> dict:
             "percentile_97.5": None if band is None else _json_numbers(band[1]),
             "per_seed": _json_numbers(measure.curves),
         },
+    }
+
+
+def _measure_dict(measure: MeasureReport) -> dict:
+    return {
+        **_scores_dict(measure),
         "seconds_mean": _json_number(np.mean(measure.seconds)),
         "forward_passes_mean": _json_number(np.mean(measure.forward_passes)),
     }
 
 
 def report_to_dict(report: Report) -> dict:
-    """Everything aggregated, JSON-ready (nan as null)."""
+    """Everything aggregated, for write_record (it writes nan as null and names it in "non_finite")."""
     return {
         "kind": "report",
         "fmm_fast_version": __version__,
@@ -101,6 +111,47 @@ def report_to_dict(report: Report) -> dict:
             }
             for g in report.groups
         ],
+    }
+
+
+def _roar_group_dict(group: RoarGroup) -> dict:
+    return {
+        "dataset": group.dataset,
+        "protocol": group.protocol,
+        "strategy": group.strategy,
+        "recursive": group.recursive,
+        "complete": group.complete,
+        "metric": group.metric,
+        "ratios": _json_numbers(group.ratios),
+        "majority_baseline": _json_number(group.majority_baseline),
+        "seeds": group.seeds,
+        "measures": {
+            name: {**_scores_dict(m), "racu_clipped": _estimate_dict(m.racu_clipped)}
+            for name, m in group.measures.items()
+        },
+        "not_finished": [name for name in group.names if name not in group.measures],
+        "no_retraining": [
+            {
+                "label": column.label,
+                "own_step0_model": column.own,
+                "strategy": column.group.strategy,
+                "split": column.group.split,
+                "seeds": column.group.seeds,
+                "measures": {name: _measure_dict(m) for name, m in column.group.measures.items()},
+                "files": [str(p) for p in column.group.files],
+            }
+            for column in group.no_retraining
+        ],
+        "notes": group.notes,
+        "files": [str(run.path) for run in group.runs],
+    }
+
+
+def roar_to_dict(roar: RoarReport) -> dict:
+    """The ROAR section of report.json: its groups and the cost rows (nan: not recorded)."""
+    return {
+        "roar": [_roar_group_dict(group) for group in roar.groups],
+        "cost": [asdict(row) for row in roar.cost],
     }
 
 
@@ -142,13 +193,36 @@ def write_figures(report: Report, out: Path) -> list[Path]:
     return written
 
 
-def write_report(dirs: Sequence[Path], out: Path) -> Report:
-    """The whole `fmm-fast report`: tables, figures and report.json for every result under `dirs`.
+def write_roar(roar: RoarReport, out: Path) -> list[Path]:
+    """Write roar.md, roar-cost.md and roar-<dataset>-<strategy>-<mode>-<measure>.png per measure other
+    than rand (which every figure shows) into `out`; returns their paths."""
+    out = _output_dir(out)
+    written = [out / ROAR_TABLE, out / COST_TABLE]
+    written[0].write_text(render_roar_markdown(roar), encoding="utf-8")
+    written[1].write_text(render_cost_markdown(roar), encoding="utf-8")
+    for group in roar.groups:
+        mode = "recursive" if group.recursive else "non-recursive"
+        for name in group.names:
+            if name != BASELINE_MEASURE:
+                path = out / f"roar-{_file_stem(group.dataset, group.strategy, mode, name)}.png"
+                plot_roar_measure(group, name, path)
+                written.append(path)
+    return written
+
+
+def write_report(dirs: Sequence[Path], out: Path) -> tuple[Report, RoarReport]:
+    """The whole `fmm-fast report`: tables, figures and report.json for every result under `dirs`; the
+    erasure part when there are evaluate results, the ROAR part when there are ROAR runs.
 
     report.json is written last and atomically, so its presence means the report is complete.
     """
-    report = load_report(dirs)
-    write_tables(report, out)
-    write_figures(report, out)
-    write_record(out / REPORT_FILE, report_to_dict(report))
-    return report
+    results = read_results(dirs)
+    report = aggregate(results.evaluations, results.ignored)
+    roar = aggregate_roar(results.roar, report)
+    if results.evaluations:
+        write_tables(report, out)
+        write_figures(report, out)
+    if roar.groups:
+        write_roar(roar, out)
+    write_record(out / REPORT_FILE, {**report_to_dict(report), **roar_to_dict(roar)})
+    return report, roar

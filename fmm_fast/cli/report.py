@@ -41,7 +41,7 @@ def report_command(
     peer_table = write_peer_report(dirs, out)
     if peer_table is None or has_recursive_results(dirs):
         report, roar = write_report(dirs, out)
-        roar_runs = f" and {len(roar.files)} ROAR runs" if roar.files else ""
+        roar_runs = f" and {len(roar.files)} ROAR run{'s' * (len(roar.files) != 1)}" if roar.files else ""
         typer.echo(f"fmm-fast report: {len(report.files)} results{roar_runs}, written to {out}", err=True)
         if report.files:
             typer.echo(render_table_markdown(report))

@@ -20,7 +20,7 @@ from fmm_fast.protocols.curve_stats import (
     format_ci,
     proportion_interval,
 )
-from fmm_fast.report.load import EvaluationResult, read_results
+from fmm_fast.report.load import EvaluationResult, RoarResult, read_results
 from fmm_fast.report.order import BASELINE_MEASURE, measure_sort_key, strategy_sort_key
 
 BAND_PERCENTILES = (2.5, 97.5)
@@ -150,16 +150,15 @@ class Report:
         return sorted({g.strategy for g in self.groups}, key=strategy_sort_key)
 
 
-def _check_consistent(results: list[EvaluationResult]) -> None:
-    """Seeds of one (dataset, strategy) must share split, metric and ratios to be averaged."""
+def check_consistent(
+    results: Sequence[EvaluationResult | RoarResult],
+    attributes: Sequence[str] = ("split", "metric", "ratios"),
+) -> None:
+    """Seeds of one (dataset, strategy) must share these attributes (ratios: an array) to be averaged."""
     first = results[0]
     for result in results[1:]:
-        for attribute, same in (
-            ("split", result.split == first.split),
-            ("metric", result.metric == first.metric),
-            ("ratios", np.array_equal(result.ratios, first.ratios)),
-        ):
-            if not same:
+        for attribute in attributes:
+            if not np.array_equal(getattr(result, attribute), getattr(first, attribute)):
                 raise UserError(
                     f"{first.path} and {result.path} ({first.dataset}/{first.strategy}) differ in "
                     f"{attribute}; report results of one {attribute} at a time"
@@ -215,7 +214,7 @@ def aggregate(
         by_group[(result.dataset, result.strategy)].append(result)
     groups, dropped = [], []
     for (dataset, strategy), group_results in by_group.items():
-        _check_consistent(group_results)
+        check_consistent(group_results)
         runs_by_seed: dict[int, list[EvaluationResult]] = defaultdict(list)
         for result in group_results:
             runs_by_seed[result.seed].append(result)

@@ -133,7 +133,7 @@ class RoarResult:
 
 
 class _MalformedResult(Exception):
-    """Internal: what is wrong inside one result file; load_result turns it into a UserError."""
+    """Internal: what is wrong inside one result file; load_run turns it into a UserError."""
 
 
 def _field(mapping: object, key: str, where: str) -> object:

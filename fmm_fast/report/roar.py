@@ -21,7 +21,7 @@ import numpy as np
 
 from fmm_fast.core.errors import UserError
 from fmm_fast.protocols.curve_stats import converged
-from fmm_fast.report.aggregate import CurveScores, Estimate, GroupReport, Report, aggregate
+from fmm_fast.report.aggregate import CurveScores, Estimate, GroupReport, Report, aggregate, check_consistent
 from fmm_fast.report.load import ROAR_PHASES, RoarCost, RoarResult, RoarSeed
 from fmm_fast.report.order import measure_sort_key, strategy_sort_key
 
@@ -111,21 +111,6 @@ class RoarReport:
     files: list[Path]
 
 
-def _check_consistent(runs: Sequence[RoarResult]) -> None:
-    """The runs of one group must share metric and ratios to be averaged."""
-    first = runs[0]
-    for run in runs[1:]:
-        for attribute, same in (
-            ("metric", run.metric == first.metric),
-            ("ratios", np.array_equal(run.ratios, first.ratios)),
-        ):
-            if not same:
-                raise UserError(
-                    f"ROAR runs {first.path} and {run.path} ({first.dataset}, {first.strategy}) differ in "
-                    f"{attribute}; report runs of one {attribute} at a time"
-                )
-
-
 def _step0(seed: RoarSeed) -> float:
     """The step-0 model's metric (ratio 0 of every curve), nan when step 0 has not run."""
     return next((float(c[0]) for c in seed.curves.values() if math.isfinite(c[0])), math.nan)
@@ -159,7 +144,7 @@ def _roar_measure(name: str, signed: bool, seeds: list[RoarSeed]) -> RoarMeasure
 
 def _group(runs: list[RoarResult], erasure: Report) -> RoarGroup:
     first = runs[0]
-    _check_consistent(runs)
+    check_consistent(runs, ("metric", "ratios"))
     holders: dict[tuple[str, int], RoarResult] = {}
     finished: dict[str, dict[int, RoarSeed]] = defaultdict(dict)
     kept: list[RoarSeed] = []

@@ -13,8 +13,8 @@ ROAR_CAPTION = (
     "ROAR: with importance from the previous step's model; ROAR: from the step-0 model). Beside it, the "
     "same measure's erasure curve without retraining. ×100: RACU for unsigned measures, ACU for signed "
     "ones; mean over seeds and 95% BCa bootstrap CI as offsets from the mean; [n=k]: fewer seeds. "
-    "Clipped: RACU clipped to [−1, 1], as the Recursive ROAR paper reported it. Each column names the "
-    "model its curves come from."
+    "Clipped: RACU clipped to [−1, 1] (unsigned measures), as the Recursive ROAR paper reported it. "
+    "Each column names the model its curves come from."
 )
 COST_CAPTION = (
     "Cost of each protocol, totals over seeds and measures. ROAR: the run's own count (a model reused "
@@ -39,8 +39,9 @@ def _roar_rows(group: RoarGroup) -> tuple[list[str], list[list[str]]]:
         measure = group.measures.get(name)
         if measure is None:
             roar = ["not finished", ""]
-        else:
-            roar = [score_cell(measure, seeds), score_cell(measure, seeds, measure.racu_clipped)]
+        else:  # clipped RACU only where RACU is read
+            clipped = "" if measure.signed else score_cell(measure, seeds, measure.racu_clipped)
+            roar = [score_cell(measure, seeds), clipped]
         erasure = []
         for column in group.no_retraining:
             other = column.group.measures.get(name)

@@ -279,8 +279,9 @@ def test_incomplete_run_is_reported_as_such(tmp_path: Path, capsys):
     assert section["loo-sign"][1] == cell(ACU["loo-sign"])
     assert section["Measure"][3] == "No retraining: plain step-0 model (n=2)"  # seeds 0 and 2
     assert section["grad-l2"][3] == cell([0.30, 0.34])
+    assert f"- {roar / 'result.json'} is not finished: rerun its `fmm-fast roar` to finish it\n" in table
     assert (
-        f"- seed 2: steps not run yet: grad-l2 at 80, 90, 100%; loo-abs at 100% ({roar / 'result.json'}"
+        f"- seed 2: steps not run yet: grad-l2 at 80, 90, 100%; loo-abs at 100% ({roar / 'result.json'})\n"
         in table
     )
     assert (

@@ -122,12 +122,7 @@ def _unfinished_note(run: RoarResult, seed: RoarSeed) -> str | None:
         for name, ratios in seed.missing.items()
         if ratios
     ]
-    if not missing:
-        return None
-    return (
-        f"seed {seed.seed}: steps not run yet: {'; '.join(missing)} ({run.path}; rerun its `fmm-fast roar` "
-        "to finish them)"
-    )
+    return f"seed {seed.seed}: steps not run yet: {'; '.join(missing)} ({run.path})" if missing else None
 
 
 def _roar_measure(name: str, signed: bool, seeds: list[RoarSeed]) -> RoarMeasure:
@@ -150,6 +145,8 @@ def _group(runs: list[RoarResult], erasure: Report) -> RoarGroup:
     kept: list[RoarSeed] = []
     notes = []
     for run in runs:
+        if not run.complete:  # steps, or the no-retraining erasure, still to run
+            notes.append(f"{run.path} is not finished: rerun its `fmm-fast roar` to finish it")
         for seed in run.seeds.values():
             for name in seed.curves:
                 holder = holders.setdefault((name, seed.seed), run)

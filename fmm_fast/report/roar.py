@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from fmm_fast.core.errors import UserError
-from fmm_fast.protocols.curve_stats import converged
+from fmm_fast.protocols.curve_stats import BABI_CONVERGENCE_THRESHOLD, converged
 from fmm_fast.report.aggregate import CurveScores, Estimate, GroupReport, Report, aggregate, check_consistent
 from fmm_fast.report.load import ROAR_PHASES, RoarCost, RoarResult, RoarSeed
 from fmm_fast.report.order import measure_sort_key, strategy_sort_key
@@ -158,8 +158,8 @@ def _group(runs: list[RoarResult], erasure: Report) -> RoarGroup:
             step0 = _step0(seed)
             if not converged(run.dataset, step0):
                 notes.append(
-                    f"seed {seed.seed} dropped: the step-0 model's {run.metric} {100 * step0:.1f} ≤ 50.0 "
-                    f"did not converge ({run.path})"
+                    f"seed {seed.seed} dropped: the step-0 model's {run.metric} {100 * step0:.1f} ≤ "
+                    f"{100 * BABI_CONVERGENCE_THRESHOLD:.1f} did not converge ({run.path})"
                 )
                 continue
             kept.append(seed)

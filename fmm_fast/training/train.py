@@ -16,7 +16,7 @@ import math
 import shutil
 import sys
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -252,122 +252,171 @@ def run_epoch(
     return losses
 
 
-def train(
-    settings: TrainSettings,
-    out_dir: str | Path,
-    progress: bool = True,
-    dataset: TextDataset | None = None,
-    overwrite: bool = False,
-) -> dict[str, Any]:
-    """Fine-tune settings.model on settings.data with masking settings.strategy; write out_dir/model and
-    out_dir/run.json.
+@dataclass
+class TrainingRun:
+    """What the steps of one training share: its settings, output directory, data, model and device."""
 
-    dataset: the data itself when it does not come from settings.data (e.g. built in memory); settings.data
-    still names it in run.json. The LR schedule spans the steps max_steps caps it to (epochs after the cap
-    are not run). out_dir must be new, empty or hold a run of these same settings, which is then trained
-    again from the start (overwrite: replace whatever run it holds). Returns the run record (see the module
-    docstring).
+    settings: TrainSettings
+    out_dir: Path
+    dataset: TextDataset
+    epochs: int
+    model: SequenceClassifier
+    tokenizer: Tokenizer
+    info: ModelInfo
+    device: torch.device
+
+
+@dataclass
+class TrainingData:
+    """The tokenized splits and what model selection validates on (masked copies drawn once).
+
+    encoded: "train", "validation", "test" splits; validation_masked: the fixed masked validation copy, one
+    (T_i,) array per example, None for plain.
     """
-    total_clock = Stopwatch()
+
+    encoded: dict[str, EncodedSplit]
+    validation: ShareEvaluator
+    validation_masked: list[np.ndarray] | None
+    num_labels: int
+
+
+def start_run(
+    settings: TrainSettings, out_dir: Path, dataset: TextDataset | None, overwrite: bool
+) -> TrainingRun:
+    """Check the device and out_dir, load the data, build the model, claim out_dir (stale files removed)."""
     quiet_transformers()  # save_pretrained's progress bars would interleave with ours
     if settings.backend.device == "cuda" and not torch.cuda.is_available():
         raise UserError(
             "--device cuda was asked for but PyTorch sees no CUDA device; use --device auto or cpu"
         )
-    out_dir = Path(out_dir)
     fields = settings.fingerprint_fields()
     check_directory(out_dir, "train", fields, overwrite)  # before any work; claimed once the data loads
     if dataset is None:
         dataset = settings.data.load()
     epochs = dataset.epochs if settings.epochs is None else settings.epochs
-    strategy, seed, batch_size = settings.strategy, settings.seed, settings.batch_size
-    model_name = settings.model
-    model, tokenizer, info = build_model(model_name, dataset, settings.layers, settings.width, seed)
+    model, tokenizer, info = build_model(
+        settings.model, dataset, settings.layers, settings.width, settings.seed
+    )
     claim_directory(out_dir, "train", fields, overwrite)
     for stale in (out_dir / RUN_FILE, out_dir / MODEL_DIR):  # a rerun of this same run starts afresh
         shutil.rmtree(stale) if stale.is_dir() else stale.unlink(missing_ok=True)
     # The checkpoint is its own source (load_checkpoint fills its path in); the base model goes in run.json.
-    info = replace(info, strategy=strategy, dataset=dataset.name, source="")
-    torch_device = resolve_torch_device(settings.backend.device)
-    model.to(torch_device)
-    torch.manual_seed(seed)  # dropout
-    order_rng, mask_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2))
+    info = replace(info, strategy=settings.strategy, dataset=dataset.name, source="")
+    device = resolve_torch_device(settings.backend.device)
+    model.to(device)
+    return TrainingRun(settings, out_dir, dataset, epochs, model, tokenizer, info, device)
 
-    encoded = {name: encode_split(tokenizer, split) for name, split in dataset.splits.items()}
-    train_split, validation_split, test_split = encoded["train"], encoded["validation"], encoded["test"]
-    num_labels = len(dataset.label_names)
-    validation = ShareEvaluator(validation_split, info.mask_id, num_labels, seed)
+
+def training_data(run: TrainingRun, encoded: dict[str, EncodedSplit] | None) -> TrainingData:
+    """The splits (tokenized here unless given) and the validation sets model selection scores."""
+    if encoded is None:
+        encoded = {name: encode_split(run.tokenizer, split) for name, split in run.dataset.splits.items()}
+    seed, mask_id = run.settings.seed, run.info.mask_id
+    num_labels = len(run.dataset.label_names)
+    validation_split = encoded["validation"]
     # The masked validation copy: every row at its own r ~ U[0, 1), drawn once, fixed across epochs.
     validation_masked = (
-        None if strategy == "plain" else random_masking(validation_split, "only-masked", info.mask_id, seed)
+        None
+        if run.settings.strategy == "plain"
+        else random_masking(validation_split, "only-masked", mask_id, seed)
     )
+    validation = ShareEvaluator(validation_split, mask_id, num_labels, seed)
+    return TrainingData(encoded, validation, validation_masked, num_labels)
 
-    lengths = np.asarray([len(ids) for ids in train_split.input_ids], dtype=np.int64)
-    total_steps = epochs * math.ceil(len(train_split) / batch_size)
-    if settings.max_steps is not None:
-        total_steps = min(total_steps, settings.max_steps)
-    optimizer, schedule = make_optimizer(model, settings.lr, total_steps, settings.weight_decay)
 
-    record: dict[str, Any] = {
+def total_optimizer_steps(settings: TrainSettings, epochs: int, train_rows: int) -> int:
+    """Optimizer steps of the run: every epoch's batches, capped at settings.max_steps."""
+    total_steps = epochs * math.ceil(train_rows / settings.batch_size)
+    return total_steps if settings.max_steps is None else min(total_steps, settings.max_steps)
+
+
+def new_record(run: TrainingRun, data: TrainingData, total_steps: int) -> dict[str, Any]:
+    """run.json before the first epoch (see the module docstring)."""
+    return {
         "kind": "train",
         "finished": False,
-        "arguments": replace(settings, epochs=epochs).to_dict(),
+        "arguments": replace(run.settings, epochs=run.epochs).to_dict(),
         "dataset": {
-            "name": dataset.name,
-            "metric": dataset.metric,
-            "label_names": list(dataset.label_names),
-            "sizes": {name: len(split) for name, split in encoded.items()},
+            "name": run.dataset.name,
+            "metric": run.dataset.metric,
+            "label_names": list(run.dataset.label_names),
+            "sizes": {name: len(split) for name, split in data.encoded.items()},
         },
         "model": {
-            "base": model_name,
-            "path": str(out_dir / MODEL_DIR),
-            "device": str(torch_device),
-            "num_hidden_layers": info.num_hidden_layers,
-            "hidden_size": info.hidden_size,
-            "parameters": sum(p.numel() for p in model.parameters()),
+            "base": run.settings.model,
+            "path": str(run.out_dir / MODEL_DIR),
+            "device": str(run.device),
+            "num_hidden_layers": run.info.num_hidden_layers,
+            "hidden_size": run.info.hidden_size,
+            "parameters": sum(p.numel() for p in run.model.parameters()),
         },
         "optimizer": {"total_steps": total_steps, "warmup_steps": warmup_steps(total_steps)},
         "epochs": [],
         "best_epoch": None,
         "versions": versions(),
     }
+
+
+def validate(run: TrainingRun, data: TrainingData) -> tuple[dict[str, dict[str, float]], float, np.ndarray]:
+    """The validation metrics per ratio key, the selection score and the (N,) unmasked predictions."""
+    metrics, unmasked_predictions = data.validation.evaluate(run.model, run.info, run.device)
+    masked_predictions = (
+        None
+        if data.validation_masked is None
+        else predict(run.model, run.info, run.device, data.validation_masked)
+    )
+    score = selection_metric(
+        run.settings.strategy,
+        run.dataset.metric,
+        data.encoded["validation"].labels,
+        unmasked_predictions,
+        masked_predictions,
+        data.num_labels,
+    )
+    return metrics, score, unmasked_predictions
+
+
+def train_epochs(
+    run: TrainingRun, data: TrainingData, total_steps: int, record: dict[str, Any], progress: bool
+) -> tuple[np.ndarray, dict[str, float]]:
+    """Every epoch: optimizer steps, validation, the checkpoint when the selection score improves, run.json.
+
+    Returns the best epoch's (N,) unmasked validation predictions and the training/validation seconds.
+    """
+    settings = run.settings
+    torch.manual_seed(settings.seed)  # dropout
+    order_rng, mask_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(settings.seed).spawn(2))
+    train_split = data.encoded["train"]
+    lengths = np.asarray([len(ids) for ids in train_split.input_ids], dtype=np.int64)
+    optimizer, schedule = make_optimizer(run.model, settings.lr, total_steps, settings.weight_decay)
     best_score = -math.inf
     best_predictions = np.empty(0, dtype=np.int64)
     steps_left = total_steps
     durations = {"training": 0.0, "validation": 0.0}
     bar = tqdm(
         total=total_steps,
-        desc=f"train {dataset.name} ({strategy})",
+        desc=f"train {run.dataset.name} ({settings.strategy})",
         unit="step",
         disable=None if progress else True,
         dynamic_ncols=True,
     )
-    for epoch in range(1, epochs + 1):
+    for epoch in range(1, run.epochs + 1):
         if steps_left == 0:
             break
-        rows = epoch_batches(lengths, batch_size, order_rng, settings.bucket_batches)[:steps_left]
-        batches = (training_batch(train_split, r, info, strategy, mask_rng, torch_device) for r in rows)
+        rows = epoch_batches(lengths, settings.batch_size, order_rng, settings.bucket_batches)[:steps_left]
+        batches = (
+            training_batch(train_split, r, run.info, settings.strategy, mask_rng, run.device) for r in rows
+        )
         with Stopwatch() as train_clock:
-            losses = run_epoch(model, optimizer, schedule, batches, bar)
+            losses = run_epoch(run.model, optimizer, schedule, batches, bar)
         steps_left -= len(losses)
         with Stopwatch() as validation_clock:
-            metrics, unmasked_predictions = validation.evaluate(model, info, torch_device)
-            masked_predictions = (
-                None if validation_masked is None else predict(model, info, torch_device, validation_masked)
-            )
-            score = selection_metric(
-                strategy,
-                dataset.metric,
-                validation_split.labels,
-                unmasked_predictions,
-                masked_predictions,
-                num_labels,
-            )
+            metrics, score, unmasked_predictions = validate(run, data)
             if score > best_score:  # among equal epochs the first wins
                 best_score = score
                 best_predictions = unmasked_predictions
                 record["best_epoch"] = epoch
-                save_checkpoint(out_dir / MODEL_DIR, model, tokenizer, info)
+                save_checkpoint(run.out_dir / MODEL_DIR, run.model, run.tokenizer, run.info)
         durations["training"] += train_clock.seconds
         durations["validation"] += validation_clock.seconds
         record["epochs"].append(
@@ -381,29 +430,64 @@ def train(
             }
         )
         bar.set_postfix(epoch=epoch, val=f"{score:.3f}")
-        write_record(out_dir / RUN_FILE, record)
+        write_record(run.out_dir / RUN_FILE, record)
     bar.close()
+    return best_predictions, durations
 
+
+def checkpoint_results(
+    run: TrainingRun, data: TrainingData, record: dict[str, Any], best_predictions: np.ndarray
+) -> dict[str, Any]:
+    """What run.json adds once training ends: the best checkpoint's test metrics and the majority baseline."""
+    test_split, num_labels = data.encoded["test"], data.num_labels
     with Stopwatch() as test_clock:
-        best_model, _, best_info = load_checkpoint(out_dir / MODEL_DIR)
-        test_metrics, _ = ShareEvaluator(test_split, info.mask_id, num_labels, seed).evaluate(
-            best_model, best_info, torch_device
-        )
+        best_model, _, best_info = load_checkpoint(run.out_dir / MODEL_DIR)
+        test_metrics, _ = ShareEvaluator(
+            test_split, run.info.mask_id, num_labels, run.settings.seed
+        ).evaluate(best_model, best_info, run.device)
     majority_label = int(np.bincount(test_split.labels, minlength=num_labels).argmax())
     majority_predictions = np.full(len(test_split), majority_label, dtype=np.int64)
-    one_class = one_class_warning(best_predictions, dataset.label_names, record["best_epoch"])
+    one_class = one_class_warning(best_predictions, run.dataset.label_names, record["best_epoch"])
     if one_class:
         print(f"fmm-fast: warning: {one_class}", file=sys.stderr)
-    record.update(
-        {
-            "finished": True,
-            "one_class_warning": one_class,
-            "test": test_metrics,
-            "majority_baseline": float(np.mean(test_split.labels == majority_label)),
-            "majority_label": dataset.label_names[majority_label],
-            "majority_metrics": compute_metrics(test_split.labels, majority_predictions, num_labels),
-            "durations": {**durations, "test": test_clock.seconds, "total": total_clock.seconds},
-        }
-    )
-    write_record(out_dir / RUN_FILE, record)
+    return {
+        "finished": True,
+        "one_class_warning": one_class,
+        "test": test_metrics,
+        "majority_baseline": float(np.mean(test_split.labels == majority_label)),
+        "majority_label": run.dataset.label_names[majority_label],
+        "majority_metrics": compute_metrics(test_split.labels, majority_predictions, num_labels),
+        "test_seconds": test_clock.seconds,
+    }
+
+
+def train(
+    settings: TrainSettings,
+    out_dir: str | Path,
+    progress: bool = True,
+    dataset: TextDataset | None = None,
+    overwrite: bool = False,
+    encoded: dict[str, EncodedSplit] | None = None,
+) -> dict[str, Any]:
+    """Fine-tune settings.model on settings.data with masking settings.strategy; write out_dir/model and
+    out_dir/run.json.
+
+    dataset: the data itself when it does not come from settings.data (e.g. built in memory); settings.data
+    still names it in run.json. encoded: the "train", "validation" and "test" splits already tokenized by
+    this model's tokenizer (e.g. copies with tokens masked, as Recursive ROAR retrains on), used instead of
+    tokenizing the dataset's text. The LR schedule spans the steps max_steps caps it to (epochs after the
+    cap are not run). out_dir must be new, empty or hold a run of these same settings, which is then trained
+    again from the start (overwrite: replace whatever run it holds). Returns the run record (see the module
+    docstring).
+    """
+    total_clock = Stopwatch()
+    run = start_run(settings, Path(out_dir), dataset, overwrite)
+    data = training_data(run, encoded)
+    total_steps = total_optimizer_steps(settings, run.epochs, len(data.encoded["train"]))
+    record = new_record(run, data, total_steps)
+    best_predictions, durations = train_epochs(run, data, total_steps, record, progress)
+    results = checkpoint_results(run, data, record, best_predictions)
+    test_seconds = results.pop("test_seconds")
+    record.update({**results, "durations": {**durations, "test": test_seconds, "total": total_clock.seconds}})
+    write_record(run.out_dir / RUN_FILE, record)
     return record

@@ -222,3 +222,88 @@ class MasfSettings(RunSettings):
             raise UserError(
                 "--measure and --evaluation go together: the masked sets of MEASURE saved in EVALUATION"
             )
+
+
+ROAR_MAX_STEPS = 10  # the reference's 10% steps
+
+
+@dataclass(frozen=True)
+class RoarSettings(RunSettings):
+    """Recursive ROAR (erasure with retraining at every step) of `measures` for `seeds`.
+
+    model: the pretrained start every step's model is fine-tuned from (as TrainSettings.model). steps K:
+    the curve's ratios are j/K, j = 0..K. recursive False: every step's ranking comes from the step-0 model
+    on the unmasked data. strategy, epochs, batch_size, lr, max_steps, layers, width: every training's (see
+    TrainSettings). erasure: also the no-retraining recursive erasure of the step-0 model on the test split.
+    data.limit keeps the first N test examples. The fingerprint leaves out the measures, the seeds and
+    `erasure` (a rerun may add measures or seeds; each (seed, measure) has its own steps), the engine and
+    the device.
+    """
+
+    data: DataOptions
+    model: str = TINY_ROBERTA
+    measures: tuple[str, ...] = ("grad-l2",)
+    seeds: tuple[int, ...] = (0,)
+    strategy: str = "plain"
+    recursive: bool = True
+    steps: int = ROAR_MAX_STEPS
+    epochs: int | None = None
+    batch_size: int = TRAINING_BATCH_SIZE
+    lr: float = DEFAULT_LR
+    max_steps: int | None = None
+    layers: int = 2
+    width: int = 64
+    erasure: bool = True
+    measure_options: dict[str, int] = field(default_factory=dict)
+    engine: EngineOptions = field(default_factory=EngineOptions)
+    backend: BackendOptions = field(default_factory=BackendOptions)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "measures", tuple(self.measures))
+        object.__setattr__(self, "seeds", tuple(dict.fromkeys(self.seeds)))
+        object.__setattr__(self, "measure_options", check_measure_options(self.measure_options))
+        check(
+            [
+                (
+                    1 <= self.steps <= ROAR_MAX_STEPS,
+                    f"--steps must be between 1 and {ROAR_MAX_STEPS}, got {self.steps}",
+                ),
+                (bool(self.seeds), "give at least one --seed"),
+                (all(s >= 0 for s in self.seeds), f"seeds must be at least 0, got {list(self.seeds)}"),
+            ]
+        )
+        gradient = [
+            name for name in self.measures if get_measure(name, **self.measure_options).needs_gradients
+        ]
+        if Path(self.model).suffix == ".onnx":
+            needs = f"; the gradient measures ({', '.join(gradient)}) need PyTorch too" if gradient else ""
+            raise UserError(
+                "ROAR fine-tunes a new model from --model at every step, which an .onnx file cannot be"
+                f"{needs}; give a base model (minilm, tiny-roberta, a Hugging Face name or a model directory)"
+            )
+        self.training(0)  # the training options' own checks
+
+    def training(self, seed: int) -> TrainSettings:
+        """The settings of every model this run fine-tunes for `seed` (the data given to train() directly)."""
+        return TrainSettings(
+            self.data,
+            model=self.model,
+            strategy=self.strategy,
+            seed=seed,
+            epochs=self.epochs,
+            batch_size=self.batch_size,
+            lr=self.lr,
+            max_steps=self.max_steps,
+            layers=self.layers,
+            width=self.width,
+            backend=self.backend,
+        )
+
+    def ratios(self) -> list[float]:
+        """The curve's ratios j/K, j = 0..K, as fractions."""
+        return [j / self.steps for j in range(self.steps + 1)]
+
+    def fingerprint_fields(self) -> dict[str, Any]:
+        fields = super().fingerprint_fields()
+        del fields["measures"], fields["seeds"], fields["erasure"]
+        return fields

@@ -29,7 +29,7 @@ from fmm_fast.measures import get_measure
 from fmm_fast.measures.external import ExternalExplanation
 from fmm_fast.protocols.aopc_metrics import THRESHOLDS, PeerScores, peer_metrics
 from fmm_fast.protocols.curve_stats import RATIOS, acu_racu, bootstrap_ci, format_ci
-from fmm_fast.protocols.erasure import BASELINE, explain_split
+from fmm_fast.protocols.erasure import BASELINE, explain_split, step_seed
 
 RECORD_KIND = "peer-metrics"
 PEER_FILE = "peer.jsonl"
@@ -111,7 +111,7 @@ def run_peer_evaluation(
         fixed = next((e for e in external if e.name == name), None)
         if fixed is None:
             # the seed of the recursive protocol's first step, so `rand` draws the same first ranking
-            measure = get_measure(name, seed=settings.seed * 1000 + 1)
+            measure = get_measure(name, seed=step_seed(settings.seed, 1))
             scoring_engine = engine
             if measure.needs_gradients:
                 if gradient_engine is None:

@@ -33,6 +33,12 @@ from fmm_fast.protocols.curve_stats import RATIOS, acu_racu
 BASELINE = "rand"
 
 
+def step_seed(seed: int, step: int) -> int:
+    """The seed of a measure's random draws at step `step` (1, 2, ...) of a run seeded `seed`: a fresh
+    measure per step with a step-derived seed, so a resumed run redraws identically."""
+    return seed * 1000 + step
+
+
 def erase_top(
     input_ids: np.ndarray, explained: np.ndarray, scores: np.ndarray, count: int, mask_id: int
 ) -> np.ndarray:
@@ -129,8 +135,7 @@ def erasure_steps(
             report(len(split))
             yield ErasureStep(step, fully_masked(split, mask_id), None, fixed_scores)
             return
-        # a fresh measure per step with a step-derived seed: a resumed run redraws identically
-        measure = get_measure(name, seed=seed * 1000 + step, **(measure_options or {}))
+        measure = get_measure(name, seed=step_seed(seed, step), **(measure_options or {}))
         if measure.recursive or fixed_scores is None:
             explaining = engine if engine_for is None else engine_for(measure)
             scores = explain_split(measure, explaining, current, split, batch_rows, report, example_ids)

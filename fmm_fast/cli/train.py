@@ -48,9 +48,7 @@ def train(
         min=1,
         help="Epochs to train (default: the paper's for the dataset, e.g. 20 for bAbI).",
     ),
-    batch_size: int = typer.Option(
-        TRAINING_BATCH_SIZE, "--batch-size", min=1, help="Training batch size."
-    ),
+    batch_size: int = typer.Option(TRAINING_BATCH_SIZE, "--batch-size", min=1, help="Training batch size."),
     lr: float = typer.Option(
         DEFAULT_LR, "--lr", help="Peak learning rate of AdamW (6% warm-up, linear decay)."
     ),
@@ -58,9 +56,7 @@ def train(
         None, "--max-steps", min=1, help="Stop after this many optimizer steps (a quick trial run)."
     ),
     layers: int = typer.Option(2, "--layers", min=1, help=f"{TINY_ROBERTA}: transformer layers."),
-    width: int = typer.Option(
-        64, "--width", min=32, help=f"{TINY_ROBERTA}: hidden size (a multiple of 32)."
-    ),
+    width: int = typer.Option(64, "--width", min=32, help=f"{TINY_ROBERTA}: hidden size (a multiple of 32)."),
     overwrite: OverwriteOption = False,
     quiet: QuietOption = False,
     *,

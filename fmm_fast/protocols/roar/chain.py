@@ -1,0 +1,169 @@
+"""The chain of Recursive ROAR steps of one (seed, measure) after step 0, resumable step by step.
+
+Step j (ratio r_j = j/K) explains every split with the step j−1 model on dataset_{j−1} (non-recursive, or a
+measure computed once such as beam: the step-0 model on the unmasked data, once), masks the top
+floor(r_j·n) explained tokens of each example (already-masked ones first), and fine-tunes a new model from
+the pretrained start on the result (or reuses the model of an identical dataset). At r = 1 every explained
+token is masked and no measure runs. Each finished step's record is written at once; a rerun skips it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from fmm_fast.core.datatypes import EncodedSplit
+from fmm_fast.core.records import Stopwatch
+from fmm_fast.core.settings import RoarSettings
+from fmm_fast.data.base import TextDataset
+from fmm_fast.measures import get_measure
+from fmm_fast.protocols.roar.explaining import Passes, explain_dataset
+from fmm_fast.protocols.roar.masking import (
+    MaskedDataset,
+    all_masked,
+    dataset_digest,
+    load_arrays,
+    mask_dataset,
+    save_arrays,
+    unmasked,
+)
+from fmm_fast.protocols.roar.steps import (
+    DATASET,
+    TRAIN_DIR,
+    model_for,
+    read_step,
+    seed_dir,
+    step_name,
+    step_record,
+    write_step,
+)
+
+SCORES = "scores.npz"  # a ranking computed once (non-recursive): every split's scores
+
+
+@dataclass
+class SeedData:
+    """What every chain of one seed starts from: the data, tokenized by the step-0 model's tokenizer."""
+
+    dataset: TextDataset  # test split limited as the run asks
+    encoded: dict[str, EncodedSplit]
+    mask_id: int
+    step0: Path  # the step-0 checkpoint
+
+
+# phase reports: (seed, measure, step name, phase), then examples explained
+Report = Callable[[int, str, str, str], None]
+
+
+class Chain:
+    """The steps 1..K of one (seed, measure)."""
+
+    def __init__(
+        self,
+        settings: RoarSettings,
+        out: Path,
+        seed: int,
+        measure: str,
+        data: SeedData,
+        report: Report | None = None,
+        on_batch: Callable[[int], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.out = out
+        self.seed = seed
+        self.measure = measure
+        self.data = data
+        self.folder = seed_dir(out, seed) / measure
+        self.report = report or (lambda *_: None)
+        self.on_batch = on_batch
+        self.ranks_once = (
+            not settings.recursive or not get_measure(measure, **settings.measure_options).recursive
+        )
+
+    def run(self, on_step: Callable[[dict], None] | None = None) -> list[dict]:
+        """Every step's record, finished ones read back; on_step(record) after each newly finished step."""
+        records = []
+        current = unmasked(self.data.encoded)
+        model = self.data.step0
+        for step, ratio in enumerate(self.settings.ratios()[1:], start=1):
+            directory = self.folder / step_name(ratio)
+            record = read_step(directory)
+            if record is None:
+                record = self.run_step(step, ratio, current, model, directory)
+                if on_step is not None:
+                    on_step(record)
+            records.append(record)
+            if step < self.settings.steps:
+                current = load_arrays(directory / DATASET)
+                model = self.out / record["model"]["path"]
+        return records
+
+    def scores(
+        self, step: int, current: MaskedDataset, model: Path
+    ) -> tuple[dict[str, list[np.ndarray]], Passes]:
+        """The measure's scores on every split: at this step, or the ranking computed once at step 1."""
+        if not self.ranks_once:
+            return self.explain(step, current, model)
+        path = self.folder / SCORES
+        if path.is_file():
+            return load_arrays(path), Passes()
+        scores, passes = self.explain(1, unmasked(self.data.encoded), self.data.step0)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        save_arrays(path, scores)
+        return scores, passes
+
+    def explain(
+        self, step: int, current: MaskedDataset, model: Path
+    ) -> tuple[dict[str, list[np.ndarray]], Passes]:
+        return explain_dataset(
+            self.settings, self.measure, self.seed, step, model, self.data.encoded, current, self.on_batch
+        )
+
+    def run_step(self, step: int, ratio: float, current: MaskedDataset, model: Path, directory: Path) -> dict:
+        name, encoded, mask_id = step_name(ratio), self.data.encoded, self.data.mask_id
+        passes = Passes()
+        with Stopwatch() as explain_clock:
+            if step < self.settings.steps:
+                self.report(self.seed, self.measure, name, "explain")
+                scores, passes = self.scores(step, current, model)
+        with Stopwatch() as mask_clock:
+            self.report(self.seed, self.measure, name, "mask")
+            masked = (
+                mask_dataset(encoded, current, scores, ratio, mask_id)
+                if step < self.settings.steps
+                else all_masked(encoded, mask_id)
+            )
+            digest = dataset_digest(masked, encoded)
+            directory.mkdir(parents=True, exist_ok=True)
+            if step < self.settings.steps:  # the next step starts from it
+                save_arrays(directory / DATASET, masked)
+        self.report(self.seed, self.measure, name, "train")
+        trained = model_for(
+            self.settings,
+            self.out,
+            self.seed,
+            self.data.dataset,
+            encoded,
+            masked,
+            digest,
+            directory / TRAIN_DIR,
+            progress=self.on_batch is not None,
+        )
+        record = step_record(
+            self.seed,
+            self.measure,
+            ratio,
+            digest,
+            masked,
+            encoded,
+            mask_id,
+            self.data.dataset.metric,
+            trained,
+            passes,
+            {"explain": explain_clock.seconds, "mask": mask_clock.seconds},
+        )
+        write_step(directory, record)
+        return record

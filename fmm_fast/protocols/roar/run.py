@@ -1,0 +1,183 @@
+"""A whole Recursive ROAR run: per seed the step-0 model and the shared fully masked step, then the chain of
+every measure (here, or on Ray workers), the no-retraining erasure of the step-0 model, and result.json
+(rewritten after every finished step). Everything finished is kept: a rerun resumes step by step."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from fmm_fast.backends.engine import MaskBatchEngine
+from fmm_fast.backends.loading import load_model
+from fmm_fast.core.outputs import claim_directory
+from fmm_fast.core.progress import progress_bar
+from fmm_fast.core.records import Stopwatch, read_record, write_record
+from fmm_fast.core.settings import EvaluationSettings, RoarSettings
+from fmm_fast.data.base import SPLIT_NAMES, TextDataset
+from fmm_fast.data.tokenization import encode_split
+from fmm_fast.protocols.erasure import evaluate_model, measure_names
+from fmm_fast.protocols.roar.chain import Chain, SeedData
+from fmm_fast.protocols.roar.explaining import Passes
+from fmm_fast.protocols.roar.masking import all_masked, dataset_digest, unmasked
+from fmm_fast.protocols.roar.result import ERASURE_DIR, roar_result
+from fmm_fast.protocols.roar.steps import (
+    MODEL_DIR,
+    model_for,
+    read_step,
+    seed_dir,
+    step_name,
+    step_record,
+    trained_block,
+    write_step,
+)
+
+RESULT = "result.json"
+RUN_FILE = "run.json"  # train()'s record
+
+# Runs the chains of (seed, measure) pairs elsewhere (Ray), calling back after each; None: here, in turn.
+ChainRunner = Callable[[RoarSettings, Path, list[tuple[int, str]], Callable[[], None]], None]
+
+
+def load_data(settings: RoarSettings) -> TextDataset:
+    """The dataset, its test split cut to the first data.limit examples when a limit is given."""
+    dataset = settings.data.load()
+    limit = settings.data.limit
+    if limit is None:
+        return dataset
+    test = dataset.splits["test"]
+    return replace(dataset, splits={**dataset.splits, "test": test.subset(range(min(limit, len(test))))})
+
+
+def seed_data(settings: RoarSettings, out: Path, seed: int, dataset: TextDataset) -> SeedData:
+    """The splits tokenized by the (finished) step-0 model of `seed`."""
+    step0 = seed_dir(out, seed) / step_name(0.0) / MODEL_DIR
+    loaded = load_model(step0, settings.backend)
+    encoded = {name: encode_split(loaded.tokenizer, dataset.splits[name]) for name in SPLIT_NAMES}
+    return SeedData(dataset, encoded, loaded.info.mask_id, step0)
+
+
+def train_step_zero(
+    settings: RoarSettings, out: Path, seed: int, dataset: TextDataset, progress: bool
+) -> None:
+    """Fine-tune the step-0 model on the unmasked data (its tokenizer tokenizes every later step's data)."""
+    from fmm_fast.training.train import train  # PyTorch: imported on use
+
+    directory = seed_dir(out, seed) / step_name(0.0)
+    if read_step(directory) is not None:
+        return
+    run = train(settings.training(seed), directory, progress=progress, dataset=dataset)
+    data = seed_data(settings, out, seed, dataset)
+    masked = unmasked(data.encoded)
+    digest = dataset_digest(masked, data.encoded)
+    model = trained_block(out, run, directory, dataset.metric)
+    nothing = {"explain": 0.0, "mask": 0.0}
+    record = step_record(
+        seed, None, 0.0, digest, masked, data.encoded, data.mask_id, dataset.metric, model, Passes(), nothing
+    )
+    write_step(directory, record)
+
+
+def train_fully_masked(settings: RoarSettings, out: Path, seed: int, data: SeedData, progress: bool) -> None:
+    """The ratio-1 step every measure shares (every explained token masked): trained once per seed."""
+    directory = seed_dir(out, seed) / step_name(1.0)
+    if read_step(directory) is not None:
+        return
+    with Stopwatch() as mask_clock:
+        masked = all_masked(data.encoded, data.mask_id)
+        digest = dataset_digest(masked, data.encoded)
+    metric = data.dataset.metric
+    model = model_for(settings, out, seed, data.dataset, data.encoded, masked, digest, directory, progress)
+    seconds = {"explain": 0.0, "mask": mask_clock.seconds}
+    record = step_record(
+        seed, None, 1.0, digest, masked, data.encoded, data.mask_id, metric, model, Passes(), seconds
+    )
+    write_step(directory, record)
+
+
+def run_erasure(settings: RoarSettings, out: Path, seed: int, data: SeedData, progress: bool) -> None:
+    """The no-retraining recursive erasure of the step-0 model on the test split (evaluate's own run)."""
+    loaded = load_model(data.step0, settings.backend)
+    evaluation = EvaluationSettings(
+        str(data.step0),
+        replace(settings.data, split="test"),
+        settings.measures,
+        seed,
+        settings.measure_options,
+        engine=settings.engine,
+        backend=settings.backend,
+    )
+    engine = MaskBatchEngine(loaded.backend, token_budget=settings.engine.token_budget)
+    directory = seed_dir(out, seed) / ERASURE_DIR
+    evaluate_model(
+        loaded,
+        data.dataset,
+        data.encoded["test"],
+        evaluation,
+        directory,
+        engine,
+        progress_bar if progress else None,
+    )
+
+
+class RoarRun:
+    """One `fmm-fast roar` run into `out` (claimed with a run marker; call it under output_lock(out))."""
+
+    def __init__(self, settings: RoarSettings, out: Path, progress: bool = True) -> None:
+        self.settings = settings
+        self.out = out
+        self.progress = progress
+        self.names = measure_names(settings.measures, settings.measure_options)  # rand first
+        self.bar = None
+
+    def run(self, overwrite: bool = False, chain_runner: ChainRunner | None = None) -> dict:
+        settings, out = self.settings, self.out
+        claim_directory(out, "roar", settings.fingerprint_fields(), overwrite)
+        dataset = load_data(settings)
+        chains = [(seed, name) for seed in settings.seeds for name in self.names]
+        total = len(settings.seeds) * 2 + len(chains) * settings.steps
+        self.bar = progress_bar(total, "roar", unit="step", quiet=not self.progress)
+        data = {}
+        for seed in settings.seeds:
+            self.phase(seed, "-", step_name(0.0), "train")
+            train_step_zero(settings, out, seed, dataset, self.progress)
+            data[seed] = seed_data(settings, out, seed, dataset)
+            self.bar.update(1)
+            self.phase(seed, "-", step_name(1.0), "train")
+            train_fully_masked(settings, out, seed, data[seed], self.progress)
+            self.bar.update(1)
+        self.write_result()
+        if chain_runner is not None:
+            self.phase(settings.seeds[0], "all", "chains", "on Ray")
+            chain_runner(settings, out, chains, self.write_result)
+            self.bar.update(len(chains) * settings.steps)
+        else:
+            for seed, name in chains:
+                chain = Chain(settings, out, seed, name, data[seed], self.phase, self.explained)
+                chain.run(on_step=self.finished_step)
+                self.bar.update(settings.steps)
+        if settings.erasure:
+            for seed in settings.seeds:
+                self.phase(seed, "all", "erasure", "evaluate")
+                run_erasure(settings, out, seed, data[seed], self.progress)
+        self.bar.close()
+        return self.write_result()
+
+    def phase(self, seed: int, measure: str, step: str, phase: str) -> None:
+        if self.bar is not None:
+            self.bar.set_description(f"seed {seed} {measure} {step}: {phase}")
+
+    def explained(self, count: int) -> None:
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"+{count} examples explained")
+
+    def finished_step(self, record: dict) -> None:
+        self.write_result()
+
+    def write_result(self) -> dict:
+        seed = self.settings.seeds[0]
+        run = read_record(seed_dir(self.out, seed) / step_name(0.0) / RUN_FILE)
+        metric = run["dataset"]["metric"]
+        result = roar_result(self.settings, self.out, self.names, metric, run["majority_metrics"][metric])
+        write_record(self.out / RESULT, result)
+        return result

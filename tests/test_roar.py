@@ -1,0 +1,243 @@
+"""Recursive ROAR on a tiny model: the masking rule of every step, resume after a kill, reuse of identical
+datasets' models, ranking once (non-recursive) and the CLI's user errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from test_kills import environment, fmm, keyword_csv, kill_when, run, stable
+
+from fmm_fast.backends.engine import MaskBatchEngine
+from fmm_fast.backends.loading import load_model
+from fmm_fast.backends.options import BackendOptions
+from fmm_fast.cli import main
+from fmm_fast.core.records import read_record
+from fmm_fast.core.settings import RoarSettings
+from fmm_fast.data.base import SPLIT_NAMES
+from fmm_fast.data.options import DataOptions
+from fmm_fast.measures import get_measure
+from fmm_fast.protocols import erasure
+from fmm_fast.protocols.roar import chain as chain_module
+from fmm_fast.protocols.roar.explaining import example_ids
+from fmm_fast.protocols.roar.masking import load_arrays
+from fmm_fast.protocols.roar.run import RoarRun, load_data, seed_data
+
+TINY = {"epochs": 4, "lr": 5e-3, "batch_size": 8, "layers": 1, "width": 32, "backend": BackendOptions("cpu")}
+STEPS = 3
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def keyword_data(root: Path, rows: int = 120) -> DataOptions:
+    path = keyword_csv(root / "keywords.csv", rows)
+    return DataOptions(str(path), text_field="text", label_field="label")
+
+
+@pytest.fixture(scope="module")
+def recursive_run(tmp_path_factory):
+    """A finished recursive run of grad-l2 and loo-abs (and rand) in 3 steps: (settings, out, result)."""
+    root = tmp_path_factory.mktemp("roar")
+    settings = RoarSettings(
+        keyword_data(root), measures=("grad-l2", "loo-abs"), steps=STEPS, erasure=False, **TINY
+    )
+    out = root / "out"
+    return settings, out, RoarRun(settings, out, progress=False).run()
+
+
+def masks(dataset: dict[str, list[np.ndarray]], mask_id: int) -> dict[str, list[np.ndarray]]:
+    return {name: [ids == mask_id for ids in dataset[name]] for name in SPLIT_NAMES}
+
+
+def test_each_step_masks_the_previous_mask_plus_the_top_ranked_remaining_tokens(recursive_run) -> None:
+    settings, out, result = recursive_run
+    data = seed_data(settings, out, 0, load_data(settings))
+    unmasked = {name: data.encoded[name].input_ids for name in SPLIT_NAMES}
+    ids = example_ids(data.encoded)
+    for name in ("grad-l2", "loo-abs", "rand"):
+        before, model = unmasked, data.step0
+        for step in range(1, STEPS):
+            ratio = step / STEPS
+            folder = out / "seed-0" / name / f"step-{round(100 * ratio):03d}"
+            after = load_arrays(folder / "dataset.npz")
+            loaded = load_model(model, settings.backend)
+            engine = MaskBatchEngine(loaded.backend)
+            measure = get_measure(name, seed=erasure.step_seed(0, step))
+            for split in SPLIT_NAMES:
+                encoded = data.encoded[split]
+                scores = erasure.explain_split(measure, engine, before[split], encoded, 8, None, ids[split])
+                for i, explained in enumerate(encoded.explained):
+                    old, new = before[split][i] == data.mask_id, after[split][i] == data.mask_id
+                    n = int(explained.sum())
+                    assert new.sum() == np.floor(np.float32(ratio) * np.float32(n))  # floor(r·n)
+                    assert not (new & ~explained).any()  # specials never
+                    assert (new >= old).all()  # masks only grow
+                    # the added tokens: the top-ranked still visible ones (score descending, earlier first)
+                    visible = np.flatnonzero(explained & ~old)
+                    ranked = visible[np.lexsort((visible, -scores[i][visible]))]
+                    added = int(new.sum() - old.sum())
+                    assert set(np.flatnonzero(new & ~old)) == set(ranked[:added].tolist())
+            record = read_record(folder / "record.json")
+            assert record["masked_tokens"]["test"] == sum(
+                int(m.sum()) for m in masks(after, data.mask_id)["test"]
+            )
+            before, model = after, out / record["model"]["path"]
+    curves = result["seeds"]["0"]["curves"]
+    assert result["complete"] and set(curves) == {"rand", "grad-l2", "loo-abs"}
+    assert curves["rand"][0] > 0.8  # the step-0 model learnt: rankings that mean something
+    assert all(len(c) == STEPS + 1 and None not in c for c in curves.values())
+
+
+def test_ratio_one_is_trained_once_and_every_step_counts(recursive_run) -> None:
+    _, out, result = recursive_run
+    shared = read_record(out / "seed-0" / "step-100" / "record.json")
+    assert shared["trained"] and shared["masked_tokens"] == shared["explained_tokens"]
+    for name in ("rand", "grad-l2", "loo-abs"):
+        last = read_record(out / "seed-0" / name / "step-100" / "record.json")
+        assert not last["trained"] and last["reused_from"] == "seed-0/step-100"
+        assert last["model"] == shared["model"] and last["test_metric"] == shared["test_metric"]
+    assert result["cost"]["trainings"] == 2 + 3 * (STEPS - 1)  # step 0, ratio 1, each measure's middle steps
+    assert result["cost"]["backward_passes"] > 0
+
+
+def test_an_identical_dataset_reuses_its_model(tmp_path) -> None:
+    """Texts of at most 3 explained tokens: at ratio 1/4 no token is masked, so step 1 is step 0's data."""
+    path = tmp_path / "short.csv"
+    rng = np.random.default_rng(0)
+    lines = ["text,label"] + [
+        f"{' '.join(rng.choice(['a', 'b', 'c'], size=rng.integers(1, 3)))} {w},{label}"
+        for w, label in (("great", "positive"), ("awful", "negative"))
+        for _ in range(20)
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    settings = RoarSettings(
+        DataOptions(str(path), text_field="text", label_field="label"),
+        measures=("rand",),
+        steps=4,
+        erasure=False,
+        **{**TINY, "epochs": 1},
+    )
+    result = RoarRun(settings, tmp_path / "out", progress=False).run()
+    first = read_record(tmp_path / "out" / "seed-0" / "rand" / "step-025" / "record.json")
+    step0 = read_record(tmp_path / "out" / "seed-0" / "step-000" / "record.json")
+    assert first["dataset_digest"] == step0["dataset_digest"] and first["masked_tokens"]["train"] == 0
+    assert not first["trained"] and first["reused_from"] == "seed-0/step-000"
+    assert result["seeds"]["0"]["curves"]["rand"][1] == result["seeds"]["0"]["curves"]["rand"][0]
+    assert result["cost"]["trainings"] == 2 + 2  # step 0, ratio 1, ratios 1/2 and 3/4
+
+
+def test_non_recursive_ranks_once_with_the_step0_model(tmp_path, monkeypatch) -> None:
+    calls = []
+    explain = chain_module.explain_dataset
+
+    def counted(settings, measure, seed, step, model, *rest, **options):
+        calls.append((measure, step, Path(model).parent.name))
+        return explain(settings, measure, seed, step, model, *rest, **options)
+
+    monkeypatch.setattr(chain_module, "explain_dataset", counted)
+    settings = RoarSettings(
+        keyword_data(tmp_path, 60), measures=("loo-abs",), recursive=False, steps=STEPS, erasure=False, **TINY
+    )
+    RoarRun(settings, tmp_path / "out", progress=False).run()
+    assert sorted(calls) == [("loo-abs", 1, "step-000"), ("rand", 1, "step-000")]
+    data = seed_data(settings, tmp_path / "out", 0, load_data(settings))
+    scores = load_arrays(tmp_path / "out" / "seed-0" / "loo-abs" / "scores.npz")
+    for step in range(1, STEPS):
+        masked = load_arrays(
+            tmp_path / "out" / "seed-0" / "loo-abs" / f"step-{round(100 * step / STEPS):03d}" / "dataset.npz"
+        )
+        for split in SPLIT_NAMES:
+            for i, explained in enumerate(data.encoded[split].explained):
+                positions = np.flatnonzero(explained)
+                k = int(np.floor(np.float32(step / STEPS) * np.float32(len(positions))))
+                top = positions[np.lexsort((positions, -scores[split][i][positions]))][:k]
+                assert set(np.flatnonzero(masked[split][i] == data.mask_id)) == set(top.tolist())
+
+
+def test_rand_draws_are_seeded_per_example_and_step(recursive_run) -> None:
+    settings, out, _ = recursive_run
+    data = seed_data(settings, out, 0, load_data(settings))
+    current = {name: data.encoded[name].input_ids for name in SPLIT_NAMES}
+
+    def draw(seed: int, step: int) -> list[np.ndarray]:
+        scores, _ = chain_module.explain_dataset(
+            settings, "rand", seed, step, data.step0, data.encoded, current
+        )
+        return scores["test"]
+
+    same, again, other_step, other_seed = draw(0, 1), draw(0, 1), draw(0, 2), draw(1, 1)
+    assert all(np.array_equal(a, b) for a, b in zip(same, again, strict=True))
+    assert not any(np.array_equal(a, b) for a, b in zip(same, other_step, strict=True))
+    assert not any(np.array_equal(a, b) for a, b in zip(same, other_seed, strict=True))
+
+
+def test_a_killed_run_resumes_to_the_uninterrupted_result(tmp_path) -> None:
+    env = environment(tmp_path)
+    data = ["--dataset", str(keyword_csv(tmp_path / "keywords.csv", 80)), "--text-field", "text",
+            "--label-field", "label"]  # fmt: skip
+    flags = [*data, "--measure", "loo-abs", "--steps", "2", "--epochs", "3", "--lr", "5e-3", "--batch-size",
+             "8", "--layers", "1", "--width", "32", "--device", "cpu", "--quiet", "--limit", "16",
+             "--no-erasure"]  # fmt: skip
+    run(fmm("roar", *flags, "--out", str(tmp_path / "reference")), env)
+    out = tmp_path / "killed"
+    argv = fmm("roar", *flags, "--out", str(out))
+    steps = out / "seed-0"
+    kill_when(argv, env, "after rand's step 1", lambda: (steps / "rand/step-050/record.json").is_file())
+    kill_when(argv, env, "in loo-abs's step 1", lambda: (steps / "loo-abs/step-050/dataset.npz").is_file())
+    run(argv, env)
+    results = [read_record(d / "result.json") for d in (tmp_path / "reference", out)]
+    assert stable(results[1]) == stable(results[0])
+    for record in ("step-000", "loo-abs/step-050", "rand/step-050"):
+        steps = [
+            stable(read_record(d / "seed-0" / record / "record.json")) for d in (tmp_path / "reference", out)
+        ]
+        assert steps[1] == steps[0]
+
+
+def test_chains_on_two_ray_workers_equal_the_one_process_run(recursive_run, tmp_path) -> None:
+    pytest.importorskip("ray")
+    from fmm_fast.distributed.roar_chains import ray_chain_runner
+    from fmm_fast.distributed.runtime import ScaleOptions
+
+    settings, reference, expected = recursive_run
+    out = tmp_path / "ray"
+    result = RoarRun(settings, out, progress=False).run(
+        chain_runner=ray_chain_runner(ScaleOptions(workers=2))
+    )
+    assert stable(result) == stable(expected)  # curves, ACU/RACU, trainings and backward passes
+    for name in ("rand", "grad-l2", "loo-abs"):
+        for step in ("step-033", "step-067", "step-100"):
+            records = [
+                stable(read_record(d / "seed-0" / name / step / "record.json")) for d in (reference, out)
+            ]
+            assert records[1] == records[0]  # the same masked datasets, models and test metrics
+    assert sorted(p.name for p in (out / "logs").iterdir()) == [
+        "seed-0-grad-l2.log",
+        "seed-0-loo-abs.log",
+        "seed-0-rand.log",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--steps", "0"], "--steps must be between 1 and 10"),
+        (["--steps", "11"], "--steps must be between 1 and 10"),
+        (["--measure", "grad-l3"], "unknown measure 'grad-l3'"),
+        (["--model", "model.onnx"], "an .onnx file cannot be; the gradient measures (grad-l2) need PyTorch"),
+        (["--strategy", "half"], "unknown masking strategy 'half'"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(capsys, tmp_path, arguments, message) -> None:
+    code = main(["roar", "--dataset", "movie-snippets", *arguments, "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("fmm-fast: error: ") and message in err and err.count("\n") == 1
+    assert not (tmp_path / "out").exists()

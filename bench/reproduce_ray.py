@@ -12,7 +12,6 @@ workers' import path).
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import traceback
 from dataclasses import dataclass
@@ -22,9 +21,8 @@ from reproduce_plan import Chain, DatasetPlan, Scale, Study
 from reproduce_steps import StepFailed, Timings, run_steps
 
 from fmm_fast.core.progress import progress_bar
-from fmm_fast.core.threads import limited_threads
 from fmm_fast.distributed.pool import last_line
-from fmm_fast.distributed.runtime import ScaleOptions, ray_runtime
+from fmm_fast.distributed.runtime import ScaleOptions, ray_runtime, task_output
 
 # A worker process that dies (killed, out of memory) has its chain rerun this often; the rerun resumes
 # after the chain's finished steps.
@@ -58,14 +56,7 @@ def run_chain(
     study = Study(scale, root)
     chain = study.chain(plan, seed, masf_only)
     timings = Timings(None, earlier)
-    log = chain_log(study.root, chain)
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with (
-        log.open("a", encoding="utf-8") as stream,
-        contextlib.redirect_stdout(stream),
-        contextlib.redirect_stderr(stream),
-        limited_threads(threads),
-    ):
+    with task_output(chain_log(study.root, chain), threads):
         try:
             run_steps(chain.steps, timings)
         except StepFailed as error:

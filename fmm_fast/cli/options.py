@@ -19,10 +19,12 @@ from fmm_fast.backends.engine import DEFAULT_TOKEN_BUDGET
 from fmm_fast.backends.options import DEVICES, PROVIDERS, BackendOptions
 from fmm_fast.backends.precision import DEFAULT_PRECISION, PRECISIONS
 from fmm_fast.core.errors import UserError
-from fmm_fast.core.settings import DEFAULT_EXPLAIN_BATCH_ROWS, EngineOptions
+from fmm_fast.core.settings import DEFAULT_EXPLAIN_BATCH_ROWS, DEFAULT_LR, EngineOptions
 from fmm_fast.data.labels import parse_label_map
+from fmm_fast.data.masking import TRAINING_BATCH_SIZE
 from fmm_fast.data.options import DataOptions
 from fmm_fast.measures.registry import OPTION_NAMES, check_measure_options
+from fmm_fast.training.base_models import TINY_ROBERTA
 
 DEFAULT_DATASET = "movie-snippets"
 
@@ -196,6 +198,52 @@ def data_options(
 
 def _data_options(label_map: str | None = None, **options: Any) -> DataOptions:
     return DataOptions(**options, label_map=parse_label_map(label_map))
+
+
+def training_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The recipe of every fine-tuning (epochs, batch size, lr, step cap, tiny-roberta's size), handed over
+    as `training: dict` of TrainSettings' keyword arguments."""
+    parameters = [
+        _option(
+            "epochs",
+            Annotated[
+                int | None,
+                typer.Option(
+                    min=1, help="Epochs to train (default: the paper's for the dataset, e.g. 20 for bAbI)."
+                ),
+            ],
+            None,
+        ),
+        _option(
+            "batch_size",
+            Annotated[int, typer.Option("--batch-size", min=1, help="Training batch size.")],
+            TRAINING_BATCH_SIZE,
+        ),
+        _option(
+            "lr",
+            Annotated[
+                float, typer.Option("--lr", help="Peak learning rate of AdamW (6% warm-up, linear decay).")
+            ],
+            DEFAULT_LR,
+        ),
+        _option(
+            "max_steps",
+            Annotated[
+                int | None,
+                typer.Option(min=1, help="Stop after this many optimizer steps (a quick trial run)."),
+            ],
+            None,
+        ),
+        _option(
+            "layers", Annotated[int, typer.Option(min=1, help=f"{TINY_ROBERTA}: transformer layers.")], 2
+        ),
+        _option(
+            "width",
+            Annotated[int, typer.Option(min=32, help=f"{TINY_ROBERTA}: hidden size (a multiple of 32).")],
+            64,
+        ),
+    ]
+    return option_group("training", lambda **recipe: recipe, parameters)
 
 
 def engine_options(*, explain_rows: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -18,11 +18,12 @@ from fmm_fast.cli.options import (
     engine_options,
     parse_measure_options,
     scale_options,
+    training_options,
 )
 from fmm_fast.core.optional_deps import TRAIN
 from fmm_fast.core.outputs import output_lock
-from fmm_fast.core.settings import DEFAULT_LR, ROAR_MAX_STEPS, BackendOptions, EngineOptions, RoarSettings
-from fmm_fast.data.masking import STRATEGIES, TRAINING_BATCH_SIZE
+from fmm_fast.core.settings import ROAR_MAX_STEPS, BackendOptions, EngineOptions, RoarSettings
+from fmm_fast.data.masking import STRATEGIES
 from fmm_fast.data.options import DataOptions
 from fmm_fast.distributed.runtime import ScaleOptions
 from fmm_fast.training.base_models import MINILM, TINY_ROBERTA
@@ -32,6 +33,7 @@ from fmm_fast.training.base_models import MINILM, TINY_ROBERTA
 @scale_options()
 @backend_options(provider=False, precision=False)
 @engine_options()
+@training_options()
 @data_options(dataset_required=True)
 def roar(
     data: DataOptions,
@@ -73,24 +75,13 @@ def roar(
         [0], "--seed", min=0, help="Seed of the models, data order and `rand`; repeat for several."
     ),
     limit: int | None = typer.Option(None, "--limit", min=1, help="Use only the first N test examples."),
-    epochs: int | None = typer.Option(
-        None, "--epochs", min=1, help="Epochs of every training (default: the paper's for the dataset)."
-    ),
-    batch_size: int = typer.Option(TRAINING_BATCH_SIZE, "--batch-size", min=1, help="Training batch size."),
-    lr: float = typer.Option(
-        DEFAULT_LR, "--lr", help="Peak learning rate of AdamW (6% warm-up, linear decay)."
-    ),
-    max_steps: int | None = typer.Option(
-        None, "--max-steps", min=1, help="Stop every training after this many optimizer steps (a trial run)."
-    ),
-    layers: int = typer.Option(2, "--layers", min=1, help=f"{TINY_ROBERTA}: transformer layers."),
-    width: int = typer.Option(64, "--width", min=32, help=f"{TINY_ROBERTA}: hidden size (a multiple of 32)."),
     erasure: bool = typer.Option(
         True, help="Also the no-retraining recursive erasure of the step-0 model on the test split."
     ),
     overwrite: OverwriteOption = False,
     quiet: QuietOption = False,
     *,
+    training: dict,
     engine: EngineOptions,
     backend: BackendOptions,
     scale: ScaleOptions | None,
@@ -113,13 +104,8 @@ def roar(
         strategy=strategy,
         recursive=recursive,
         steps=steps,
-        epochs=epochs,
-        batch_size=batch_size,
-        lr=lr,
-        max_steps=max_steps,
-        layers=layers,
-        width=width,
         erasure=erasure,
+        **training,
         measure_options=parse_measure_options(measure_option),
         engine=engine,
         backend=backend,

@@ -7,17 +7,18 @@ from pathlib import Path
 import typer
 
 from fmm_fast.cli.app import app
-from fmm_fast.cli.options import OverwriteOption, QuietOption, backend_options, data_options
+from fmm_fast.cli.options import OverwriteOption, QuietOption, backend_options, data_options, training_options
 from fmm_fast.core.optional_deps import TRAIN
 from fmm_fast.core.outputs import output_lock
-from fmm_fast.core.settings import DEFAULT_LR, BackendOptions, TrainSettings
-from fmm_fast.data.masking import DEFAULT_STRATEGY, STRATEGIES, TRAINING_BATCH_SIZE
+from fmm_fast.core.settings import BackendOptions, TrainSettings
+from fmm_fast.data.masking import DEFAULT_STRATEGY, STRATEGIES
 from fmm_fast.data.options import DataOptions
 from fmm_fast.training.base_models import MINILM, TINY_ROBERTA
 
 
 @app.command()
 @backend_options(provider=False, precision=False)
+@training_options()
 @data_options(dataset_required=True)
 def train(
     data: DataOptions,
@@ -42,24 +43,10 @@ def train(
         "row (the paper's method); plain = no masking; only-masked = every row masked.",
     ),
     seed: int = typer.Option(0, "--seed", min=0, help="Seed of the weights, data order and masks."),
-    epochs: int | None = typer.Option(
-        None,
-        "--epochs",
-        min=1,
-        help="Epochs to train (default: the paper's for the dataset, e.g. 20 for bAbI).",
-    ),
-    batch_size: int = typer.Option(TRAINING_BATCH_SIZE, "--batch-size", min=1, help="Training batch size."),
-    lr: float = typer.Option(
-        DEFAULT_LR, "--lr", help="Peak learning rate of AdamW (6% warm-up, linear decay)."
-    ),
-    max_steps: int | None = typer.Option(
-        None, "--max-steps", min=1, help="Stop after this many optimizer steps (a quick trial run)."
-    ),
-    layers: int = typer.Option(2, "--layers", min=1, help=f"{TINY_ROBERTA}: transformer layers."),
-    width: int = typer.Option(64, "--width", min=32, help=f"{TINY_ROBERTA}: hidden size (a multiple of 32)."),
     overwrite: OverwriteOption = False,
     quiet: QuietOption = False,
     *,
+    training: dict,
     backend: BackendOptions,
 ) -> None:
     """Fine-tune a classifier with masking; keep the best validation epoch; test it at 0/50/100% masking.
@@ -79,12 +66,7 @@ def train(
         model=model,
         strategy=strategy,
         seed=seed,
-        epochs=epochs,
-        batch_size=batch_size,
-        lr=lr,
-        max_steps=max_steps,
-        layers=layers,
-        width=width,
+        **training,
         backend=backend,
     )
     with output_lock(out):

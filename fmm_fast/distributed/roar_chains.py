@@ -10,7 +10,6 @@ Tasks read and write OUT themselves: on a cluster OUT must be on storage every n
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import traceback
 from collections.abc import Callable
@@ -18,9 +17,8 @@ from pathlib import Path
 
 from fmm_fast.core.progress import progress_bar
 from fmm_fast.core.settings import RoarSettings
-from fmm_fast.core.threads import limited_threads
 from fmm_fast.distributed.pool import last_line
-from fmm_fast.distributed.runtime import ScaleOptions, check_runtime, ray_runtime
+from fmm_fast.distributed.runtime import ScaleOptions, check_runtime, ray_runtime, task_output
 
 # A worker process that dies (killed, out of memory) has its chain rerun this often; the rerun resumes
 # after the chain's finished steps.
@@ -42,14 +40,7 @@ def run_chain(settings: RoarSettings, out: Path, seed: int, measure: str, thread
     from fmm_fast.protocols.roar.chain import Chain
     from fmm_fast.protocols.roar.run import load_data, seed_data
 
-    log = chain_log(out, seed, measure)
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with (
-        log.open("a", encoding="utf-8") as stream,
-        contextlib.redirect_stdout(stream),
-        contextlib.redirect_stderr(stream),
-        limited_threads(threads),
-    ):
+    with task_output(chain_log(out, seed, measure), threads):
         try:
             data = seed_data(settings, out, seed, load_data(settings))
             Chain(settings, out, seed, measure, data).run()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import sys
 from collections.abc import Iterator
@@ -127,6 +128,22 @@ def check_reachable(address: str) -> None:
             f"cannot reach the Ray cluster at {address} ({error.strerror or error}); start it with "
             "`ray start --head` there, or check the address and firewall"
         ) from error
+
+
+@contextmanager
+def task_output(log: Path, threads: int) -> Iterator[None]:
+    """In a Ray task's block: stdout and stderr appended to `log`, computation on `threads` threads (the
+    CPUs the task reserved; fmm_fast.core.threads)."""
+    from fmm_fast.core.threads import limited_threads
+
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with (
+        log.open("a", encoding="utf-8") as stream,
+        contextlib.redirect_stdout(stream),
+        contextlib.redirect_stderr(stream),
+        limited_threads(threads),
+    ):
+        yield
 
 
 @contextmanager

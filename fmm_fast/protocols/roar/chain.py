@@ -54,12 +54,13 @@ class SeedData:
     step0: Path  # the step-0 checkpoint
 
 
-# phase reports: (seed, measure, step name, phase), then examples explained
+# called as each phase starts: (seed, measure, step name, phase)
 Report = Callable[[int, str, str, str], None]
 
 
 class Chain:
-    """The steps 1..K of one (seed, measure)."""
+    """The steps 1..K of one (seed, measure); report(seed, measure, step, phase) as each phase starts,
+    on_batch(examples) as explaining goes."""
 
     def __init__(
         self,
@@ -70,6 +71,7 @@ class Chain:
         data: SeedData,
         report: Report | None = None,
         on_batch: Callable[[int], None] | None = None,
+        progress: bool = False,
     ) -> None:
         self.settings = settings
         self.out = out
@@ -79,6 +81,7 @@ class Chain:
         self.folder = seed_dir(out, seed) / measure
         self.report = report or (lambda *_: None)
         self.on_batch = on_batch
+        self.progress = progress  # training's own progress bar
         self.ranks_once = (
             not settings.recursive or not get_measure(measure, **settings.measure_options).recursive
         )
@@ -150,7 +153,7 @@ class Chain:
             masked,
             digest,
             directory / TRAIN_DIR,
-            progress=self.on_batch is not None,
+            progress=self.progress,
         )
         record = step_record(
             self.seed,

@@ -153,7 +153,9 @@ class RoarRun:
             self.bar.update(len(chains) * settings.steps)
         else:
             for seed, name in chains:
-                chain = Chain(settings, out, seed, name, data[seed], self.phase, self.explained)
+                chain = Chain(
+                    settings, out, seed, name, data[seed], self.phase, self.explained, self.progress
+                )
                 chain.run(on_step=self.finished_step)
                 self.bar.update(settings.steps)
         if settings.erasure:

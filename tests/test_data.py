@@ -1,6 +1,7 @@
 """Dataset registry, hub loading (offline error path, split logic), local files and movie snippets."""
 
 import csv
+import hashlib
 import json
 import os
 import subprocess
@@ -17,6 +18,7 @@ import pytest
 from fmm_fast.core.errors import UserError
 from fmm_fast.data import DATASETS, TextSplit, dataset_names, load_dataset, movie_snippets
 from fmm_fast.data.base import stratified_split
+from fmm_fast.data.local import display_name
 
 SPLITS = ("train", "validation", "test")
 
@@ -256,6 +258,16 @@ def test_local_file_split_80_10_10_stratified(tmp_path, suffix):
     assert sorted(seen) == sorted(gold)  # every row exactly once
 
 
+def test_local_file_is_named_by_its_stem_and_recorded_by_path_and_digest(tmp_path):
+    path = tmp_path / "deep" / "reviews.csv"
+    path.parent.mkdir()
+    _write(path, LOCAL_TABLE)
+    dataset = load_dataset(str(path), text_field="review", label_field="stars")
+    assert dataset.name == display_name(str(path)) == "reviews"
+    assert dataset.file == {"path": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+    assert display_name("sst2") == "sst2" and load_dataset("babi-1", size=20, test_size=5).file is None
+
+
 def test_local_file_is_deterministic_by_seed_and_caps_sizes(tmp_path):
     path = tmp_path / "reviews.parquet"
     _write(path, LOCAL_TABLE)
@@ -287,7 +299,7 @@ def test_local_file_string_labels_sort(tmp_path):
     rows = [{"text": f"t{i}", "label": "pos" if i % 3 else "neg"} for i in range(30)]
     path.write_text("\n".join(json.dumps(row) for row in rows))
     dataset = load_dataset(str(path), text_field="text", label_field="label")
-    assert dataset.label_names == ["neg", "pos"] and dataset.name == str(path)
+    assert dataset.label_names == ["neg", "pos"] and dataset.name == "sentiment"
 
 
 def test_local_file_metric_is_chosen_with_metric(tmp_path):

@@ -168,6 +168,8 @@ def test_report_and_metadata_round_trip(roberta_checkpoint, roberta_onnx) -> Non
     _, tokenizer, info = load_checkpoint(roberta_checkpoint)
     backend = OnnxBackend.from_file(path)
     assert backend.info.source == str(roberta_checkpoint.resolve())
+    stored = {p.key: p.value for p in onnx.load(str(path), load_external_data=False).metadata_props}
+    assert not Path(json.loads(stored[METADATA_INFO])["source"]).is_absolute()  # no one's directory layout
     assert {**backend.info.__dict__, "source": ""} == {**info.__dict__, "source": ""}
     assert backend.verification == report
     fp32 = report["checks"]["fp32"]

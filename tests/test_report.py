@@ -387,3 +387,17 @@ def test_p_value_plot_writes_png(tmp_path: Path):
     assert height > 100 and width > 100
     with pytest.raises(ValueError, match="2 ratios but 3 p-values"):
         plot_p_values({"plain": ([0.0, 0.5], [0.1, 0.2, 0.3])}, tmp_path / "bad.png")
+
+
+def test_a_local_file_is_shown_by_its_stem(tmp_path: Path):
+    # Records written before datasets were named by stem hold the file's absolute path.
+    path = write_result(
+        tmp_path / "runs", "sms", "masked", 0, {"rand": (0.0, 0.0), "loo-abs": (0.1, 0.3)}, 0.9
+    )
+    record = json.loads(path.read_text())
+    path.write_text(json.dumps({**record, "dataset": "/home/someone/data/sms.csv"}))
+    out = tmp_path / "report"
+    write_report([tmp_path / "runs"], out)
+    written = "".join(p.read_text() for p in out.glob("*.md"))
+    assert "sms (n=1)" in written and "/home/someone" not in written
+    assert [p.name for p in out.glob("*.png")] == ["curves-sms-masked.png"]

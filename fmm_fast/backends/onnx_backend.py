@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from fmm_fast.export.onnx_format import (
     METADATA_VERIFICATION,
     configure_tokenizer,
     model_feeds,
+    resolved_source,
 )
 
 PROVIDERS = {
@@ -189,6 +191,7 @@ def _read_metadata(path: Path) -> tuple[ModelInfo, Tokenizer, dict, set[str]]:
         raise UserError(f"'{path}' has no 'logits' output; re-export with `fmm-fast export`")
     try:
         info = ModelInfo.from_json(metadata[METADATA_INFO])
+        info = replace(info, source=resolved_source(path, info.source))
         tokenizer = Tokenizer.from_str(metadata[METADATA_TOKENIZER])
     except Exception as error:  # bad JSON or fields from json, tokenizers or the dataclass
         raise UserError(

@@ -147,7 +147,7 @@ def evaluate(
         )
         if protocol == "aopc":
             _evaluate_aopc(
-                loaded, encoded, text_dataset.name, text_dataset.metric, data, model, out, measure, seed,
+                loaded, encoded, text_dataset, data, model, out, measure, seed,
                 external, backend, mask_engine, quiet,
             )  # fmt: skip
         else:
@@ -194,8 +194,7 @@ def _evaluate_seeds(
 def _evaluate_aopc(
     loaded: LoadedModel,
     encoded: EncodedSplit,
-    dataset_name: str,
-    metric: str,
+    dataset: TextDataset,
     data: DataOptions,
     model: Path,
     out: Path,
@@ -210,9 +209,10 @@ def _evaluate_aopc(
     from fmm_fast.protocols.aopc import PeerRunSettings, render_peer_table, run_peer_evaluation
 
     for s in seeds:
-        settings = PeerRunSettings(str(model), dataset_name, data.split, s, list(measures))
+        settings = PeerRunSettings(str(model), dataset.name, data.split, s, list(measures))
         arguments = {
             **vars(settings),
+            "dataset_file": dataset.file,
             "protocol": "aopc",
             "explanations": [str(e.path) for e in external],
             "limit": data.limit,
@@ -223,7 +223,7 @@ def _evaluate_aopc(
             loaded,
             encoded,
             settings,
-            metric,
+            dataset.metric,
             out / f"seed-{s}",
             engine,
             external,

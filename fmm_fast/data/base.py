@@ -54,13 +54,18 @@ class TextSplit:
 
 @dataclass
 class TextDataset:
-    """A classification dataset: label vocabulary, primary metric, paper epochs and the three splits."""
+    """A classification dataset: label vocabulary, primary metric, paper epochs and the three splits.
+
+    name: what a person reads (the registry name, or a local file's stem: see data.local.display_name);
+    file: a local file's {"path", "sha256"} for the records, None for a registry dataset.
+    """
 
     name: str
     label_names: list[str]
     metric: str  # primary metric: "accuracy" | "macro_f1" | "micro_f1" | "matthews"
     epochs: int  # the paper's default number of fine-tuning epochs
     splits: dict[str, TextSplit]  # keys exactly "train", "validation", "test"
+    file: dict[str, str] | None = None
 
     @property
     def num_labels(self) -> int:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fmm_fast.core.digest import file_sha256
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.optional_deps import PARQUET
 from fmm_fast.data.base import TextSplit, stratified_split
@@ -31,6 +32,18 @@ class Table:
 def is_local_file_name(name: str) -> bool:
     """Whether `name` names a data file by its extension (it may not exist)."""
     return Path(name).suffix.lower() in SUFFIXES
+
+
+def display_name(dataset: str) -> str:
+    """The name a person reads for a dataset (tables, headings, plot titles, file names): a local file's
+    stem ("/data/x/sms.csv" -> "sms"), a registry name as it is. Its path and digest go in the records
+    (local_file_record), never a user's directory layout in what is shown."""
+    return Path(dataset).stem if is_local_file_name(dataset) else dataset
+
+
+def local_file_record(path: Path) -> dict[str, str]:
+    """A local data file as the records keep it: the path as given and its content's sha256."""
+    return {"path": str(path), "sha256": file_sha256(path, {})}
 
 
 def read_table(path: Path) -> Table:

@@ -14,7 +14,9 @@ from fmm_fast.data.local import (
     LOCAL_EPOCHS,
     LOCAL_METRIC,
     LOCAL_METRICS,
+    display_name,
     is_local_file_name,
+    local_file_record,
     local_file_splits,
 )
 from fmm_fast.data.movie_snippets import LABEL_NAMES as SNIPPET_LABELS
@@ -131,7 +133,9 @@ def load_dataset(
             label_names=label_names,
         )
         splits = cap_splits(splits, seed=seed, size=size, test_size=test_size)
-        return TextDataset(name, names, local_metric(metric), LOCAL_EPOCHS, splits)
+        return TextDataset(
+            display_name(name), names, local_metric(metric), LOCAL_EPOCHS, splits, local_file_record(path)
+        )
 
     local_options = {
         "--text-field": text_field,

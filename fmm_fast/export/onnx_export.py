@@ -32,6 +32,7 @@ from torch import nn
 from fmm_fast.core.datatypes import ModelInfo, pad_batch, unpad
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.records import dumps_record
+from fmm_fast.data.local import display_name
 from fmm_fast.export.onnx_format import (
     FORMAT_VERSION,
     INPUT_NAMES,
@@ -40,6 +41,7 @@ from fmm_fast.export.onnx_format import (
     METADATA_TOKENIZER,
     METADATA_VERIFICATION,
     OUTPUT_NAMES,
+    stored_source,
 )
 from fmm_fast.training.models import SequenceClassifier, load_checkpoint
 
@@ -115,7 +117,7 @@ def export_onnx(
     check_export_options(out_path, opset, quantize, fp16)
     checkpoint = Path(checkpoint_dir).resolve()
     model, tokenizer, info = load_checkpoint(checkpoint)
-    info = replace(info, source=str(checkpoint))
+    info = replace(info, dataset=display_name(info.dataset), source=stored_source(checkpoint, out_path))
     batches = verification_batches(tokenizer, info, verify_examples)
     # The reference is what TorchBackend computes: the model as loaded, before the attention switch below.
     reference = [_torch_outputs(model, batch) for batch in batches]

@@ -3,10 +3,14 @@
 Torch-free on purpose: the evaluation install (no PyTorch) opens these files. The graph takes INPUT_NAMES
 ((B, T) int64, right-padded) and gives OUTPUT_NAMES (logits (B, C), signals (B, L+1, D)); the metadata keys
 hold ModelInfo as JSON, the tokenizer as `tokenizers` JSON, the export's verification report, and
-FORMAT_VERSION, which a reader must match.
+FORMAT_VERSION, which a reader must match. ModelInfo.source, the PyTorch checkpoint gradient measures run
+on, is stored relative to the .onnx file's folder: a shared file carries no one's directory layout.
 """
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 import numpy as np
 from tokenizers import Tokenizer
@@ -29,6 +33,17 @@ def configure_tokenizer(tokenizer: Tokenizer, max_length: int) -> Tokenizer:
     configured.no_padding()
     configured.enable_truncation(max_length=max_length, strategy="longest_first")
     return configured
+
+
+def stored_source(checkpoint: Path, onnx_path: Path) -> str:
+    """The checkpoint's path as the metadata stores it: relative to the folder of `onnx_path`."""
+    return os.path.relpath(Path(checkpoint).resolve(), Path(onnx_path).resolve().parent)
+
+
+def resolved_source(onnx_path: Path, source: str) -> str:
+    """A stored source as a usable path: relative ones from the .onnx file's folder (older exports stored
+    absolute paths, which stay as they are); empty stays empty."""
+    return str((Path(onnx_path).parent / source).resolve()) if source else source
 
 
 def model_feeds(path: object, has_signals: bool, with_signals: bool, input_ids, attention_mask) -> dict:

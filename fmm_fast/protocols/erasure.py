@@ -438,6 +438,7 @@ def evaluation_record(
         "arguments": settings.to_dict(),
         "model": loaded.describe(settings.model),
         "dataset": dataset.name,
+        "dataset_file": dataset.file,
         "split": settings.data.split,
         "seed": settings.seed,
         **result,

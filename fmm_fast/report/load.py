@@ -15,6 +15,7 @@ import numpy as np
 
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.records import read_record
+from fmm_fast.data.local import display_name
 from fmm_fast.report.order import BASELINE_MEASURE, measure_sort_key
 
 RESULT_FILE = "result.json"
@@ -211,7 +212,7 @@ def _parse_result(path: Path, data: object) -> EvaluationResult:
         )
     return EvaluationResult(
         path=path,
-        dataset=_text(_field(data, "dataset", ""), "dataset"),
+        dataset=display_name(_text(_field(data, "dataset", ""), "dataset")),  # older records: a path
         strategy=_text(_field(model, "strategy", "model"), "model.strategy"),
         split=_text(_field(data, "split", ""), "split"),
         seed=seed,
@@ -297,7 +298,7 @@ def _parse_roar(path: Path, data: object) -> RoarResult:
     names = sorted({name for seed in seeds.values() for name in seed.curves}, key=measure_sort_key)
     return RoarResult(
         path=path,
-        dataset=_text(_field(data, "dataset", ""), "dataset"),
+        dataset=display_name(_text(_field(data, "dataset", ""), "dataset")),
         metric=_text(_field(data, "metric", ""), "metric"),
         majority_baseline=_number(_field(data, "majority_baseline", ""), "majority_baseline", nullable=True),
         strategy=_text(_field(data, "strategy", ""), "strategy"),

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.records import read_record
+from fmm_fast.data.local import display_name
 from fmm_fast.protocols.aopc import RECORD_KIND, SUMMARIES, summary_cell
 from fmm_fast.protocols.curve_stats import bootstrap_ci, format_ci
 from fmm_fast.report.load import find_result_files, load_run
@@ -69,7 +70,8 @@ def render_peer_markdown(records: list[dict]) -> str:
     """One table per (dataset, strategy, split): measures × (AOPC comp, AOPC suff, τ-LOO, ACU/RACU)."""
     groups: dict[tuple[str, str, str], list[dict]] = defaultdict(list)
     for record in records:
-        groups[(record["dataset"], record["model"]["strategy"], record["split"])].append(record)
+        # display_name: older records hold a local file's path
+        groups[(display_name(record["dataset"]), record["model"]["strategy"], record["split"])].append(record)
     parts = [
         "Peer metrics (SPEC §8, `--protocol aopc`), ×100: ranking computed once on the unmasked input; one "
         "seed: mean over examples and 95% BCa CI over examples; several: mean over seeds and BCa CI over "

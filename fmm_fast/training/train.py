@@ -338,6 +338,7 @@ def new_record(run: TrainingRun, data: TrainingData, total_steps: int) -> dict[s
         "arguments": replace(run.settings, epochs=run.epochs).to_dict(),
         "dataset": {
             "name": run.dataset.name,
+            "file": run.dataset.file,
             "metric": run.dataset.metric,
             "label_names": list(run.dataset.label_names),
             "sizes": {name: len(split) for name, split in data.encoded.items()},

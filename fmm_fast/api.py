@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import html
 import os
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
+from tokenizers import Tokenizer
 
 from fmm_fast.backends.base import Backend
 from fmm_fast.backends.engine import DEFAULT_TOKEN_BUDGET, MaskBatchEngine
@@ -22,6 +22,7 @@ from fmm_fast.core.settings import DEFAULT_EXPLAIN_BATCH_ROWS
 from fmm_fast.data.tokenization import encode_texts
 from fmm_fast.measures import get_measure
 from fmm_fast.measures.base import ExplainBatch, Measure
+from fmm_fast.protocols.aopc_metrics import softmax
 from fmm_fast.protocols.erasure import explain_split
 
 ModelLike = str | Path | LoadedModel | Backend | MaskBatchEngine
@@ -79,7 +80,14 @@ def explain(
 
 @dataclass
 class Explanation:
-    """One explained example: tokens with their scores, gold label and prediction."""
+    """One explained example under one measure: tokens with their scores, gold label and prediction.
+
+    tokens, scores, explained, offsets, segments: one entry per model token (specials included).
+    offsets: [start, end) characters of the token in its segment's text (text for segment 0, pair for
+    segment 1); segments: 0, 1, or -1 for a special token. probability: the model's probability of its
+    prediction. index: the example's position in the explained split. Lines written before offsets were
+    recorded load with empty offsets and segments (the page then shows tokens only).
+    """
 
     tokens: list[str]
     scores: list[float]
@@ -88,22 +96,12 @@ class Explanation:
     prediction: str
     measure: str
     signed: bool
-
-    def to_html(self) -> str:
-        """Tokens coloured by importance: red for positive, blue for negative (signed measures)."""
-        top = max((abs(s) for s in self.scores), default=0.0) or 1.0
-        spans = []
-        for token, score, is_explained in zip(self.tokens, self.scores, self.explained, strict=True):
-            alpha = abs(score) / top if is_explained else 0.0
-            colour = "220,40,40" if score >= 0 else "40,90,220"
-            spans.append(
-                f'<span title="{score:.4g}" style="background:rgba({colour},{alpha:.2f})">'
-                f"{html.escape(token)}</span>"
-            )
-        return (
-            f"<p><b>{html.escape(self.measure)}</b> label={html.escape(self.label)} "
-            f"prediction={html.escape(self.prediction)}<br>{' '.join(spans)}</p>"
-        )
+    index: int = 0
+    text: str = ""
+    pair: str | None = None
+    probability: float | None = None
+    offsets: list[list[int]] = field(default_factory=list)
+    segments: list[int] = field(default_factory=list)
 
 
 def explain_texts(
@@ -153,10 +151,10 @@ def explain_encoded(
         if chosen.needs_gradients
         else engine
     )
-    predictions, scores = predict_and_explain(
+    probabilities, scores = predict_and_explain(
         engine, scoring_engine, encoded, chosen, batch_rows, on_batch, explain_predicted
     )
-    return to_explanations(loaded, encoded, chosen, predictions, scores)
+    return to_explanations(loaded, encoded, chosen, probabilities, scores)
 
 
 def predict_and_explain(
@@ -169,41 +167,72 @@ def predict_and_explain(
     explain_predicted: bool = False,
     example_ids: np.ndarray | None = None,
 ) -> tuple[np.ndarray, list[np.ndarray]]:
-    """Predictions (N,) of `engine` and `measure`'s scores on `scoring_engine`, one (T_i,) array per example,
-    of the gold label or (explain_predicted) of the prediction. example_ids: (N,) the examples' indices when
-    `encoded` is a shard of a larger split."""
-    predictions = engine.logits(encoded.input_ids).argmax(axis=1)
+    """Class probabilities (N, C) float64 of `engine` and `measure`'s scores on `scoring_engine`, one (T_i,)
+    array per example, of the gold label or (explain_predicted) of the prediction. example_ids: (N,) the
+    examples' indices when `encoded` is a shard of a larger split."""
+    probabilities = softmax(engine.logits(encoded.input_ids))
     if explain_predicted:
-        encoded = replace(encoded, labels=predictions.astype(np.int64))
+        encoded = replace(encoded, labels=probabilities.argmax(axis=1).astype(np.int64))
     scores = explain_split(
         measure, scoring_engine, encoded.input_ids, encoded, batch_rows, on_batch, example_ids
     )
-    return predictions, scores
+    return probabilities, scores
 
 
 def to_explanations(
     loaded: LoadedModel,
     encoded: EncodedSplit,
     measure: Measure,
-    predictions: np.ndarray,
+    probabilities: np.ndarray,
     scores: list[np.ndarray],
 ) -> list[Explanation]:
-    """Explanation records of a split from its predictions (N,) and one (T_i,) score array per example."""
+    """Explanation records of a split from its class probabilities (N, C) and one (T_i,) score array per
+    example; the tokens' character offsets come from encoding the split's texts again."""
     names = loaded.info.label_names
-    return [
-        Explanation(
-            tokens=[loaded.tokenizer.id_to_token(int(t)) or "" for t in ids],
-            scores=[float(s) for s in row_scores],
-            explained=[bool(e) for e in flags],
-            label=names[int(label)],
-            prediction=names[int(prediction)],
-            measure=measure.name,
-            signed=measure.signed,
+    texts = encoded.texts or [("", None)] * len(encoded)
+    encodings = token_offsets(loaded.tokenizer, texts, encoded.input_ids)
+    explanations = []
+    for index, (ids, row_scores, flags, label, row_probabilities, (text, pair), located) in enumerate(
+        zip(encoded.input_ids, scores, encoded.explained, encoded.labels, probabilities, texts, encodings,
+            strict=True)
+    ):  # fmt: skip
+        prediction = int(np.argmax(row_probabilities))
+        explanations.append(
+            Explanation(
+                tokens=[loaded.tokenizer.id_to_token(int(t)) or "" for t in ids],
+                scores=[float(s) for s in row_scores],
+                explained=[bool(e) for e in flags],
+                label=names[int(label)],
+                prediction=names[prediction],
+                measure=measure.name,
+                signed=measure.signed,
+                index=index,
+                text=text,
+                pair=pair,
+                probability=float(row_probabilities[prediction]),
+                offsets=located[0],
+                segments=located[1],
+            )
         )
-        for ids, row_scores, flags, label, prediction in zip(
-            encoded.input_ids, scores, encoded.explained, encoded.labels, predictions, strict=True
-        )
-    ]
+    return explanations
+
+
+def token_offsets(
+    tokenizer: Tokenizer, texts: list[tuple[str, str | None]], input_ids: list[np.ndarray]
+) -> list[tuple[list[list[int]], list[int]]]:
+    """Per example, each token's [start, end) characters in its segment's text and its segment (0, 1, -1
+    for specials). An example whose texts do not encode to its ids (e.g. an EncodedSplit built without
+    texts) gets empty lists: nothing is better than offsets of other tokens."""
+    inputs = [(text, pair) if pair is not None else text for text, pair in texts]
+    located = []
+    for encoding, ids in zip(tokenizer.encode_batch(inputs), input_ids, strict=True):
+        if list(encoding.ids) != [int(i) for i in ids]:
+            located.append(([], []))
+            continue
+        special = encoding.special_tokens_mask
+        segments = [-1 if special[k] or s is None else int(s) for k, s in enumerate(encoding.sequence_ids)]
+        located.append(([list(span) for span in encoding.offsets], segments))
+    return located
 
 
 def _label_index(label: str | int, names: list[str]) -> int:
@@ -214,29 +243,34 @@ def _label_index(label: str | int, names: list[str]) -> int:
     raise UserError(f"label {label!r} is not one of the model's labels {names}")
 
 
-def save_explanations(path: Path, explanations: list[Explanation], extra: list[dict] | None = None) -> None:
-    """One JSON object per line (non-finite scores follow the run records' NaN policy); atomic (a temporary
-    file renamed over `path`), so a killed run leaves no half-written file."""
+def save_explanations(path: Path, explanations: list[Explanation]) -> None:
+    """One JSON object per line and measure, in example order, each example's measures in the order given
+    (non-finite scores follow the run records' NaN policy); atomic (a temporary file renamed over
+    `path`), so a killed run leaves no half-written file."""
     path = Path(path)
     temporary = path.with_name(f".{path.name}.tmp")
     with temporary.open("w") as handle:
-        for i, item in enumerate(explanations):
-            record = asdict(item) | (extra[i] if extra else {})
-            handle.write(dumps_record(record, indent=None))
+        for item in sorted(explanations, key=lambda e: e.index):  # stable: measures keep their order
+            handle.write(dumps_record(asdict(item), indent=None))
     os.replace(temporary, path)
 
 
 def load_explanations(path: Path) -> list[Explanation]:
+    """The explanations `save_explanations` wrote (fields it does not know are skipped); UserError naming
+    the line when the file is not such a file."""
     fields = set(Explanation.__dataclass_fields__)
-    with Path(path).open() as handle:
-        return [
-            Explanation(**{k: v for k, v in loads_record(line).items() if k in fields}) for line in handle
-        ]
-
-
-def write_html(path: Path, explanations: list[Explanation]) -> None:
-    body = "\n".join(e.to_html() for e in explanations)
-    Path(path).write_text(
-        f"<!doctype html><meta charset='utf-8'><title>fmm-fast explanations</title>"
-        f"<body style='font-family:sans-serif;max-width:60em'>{body}</body>"
-    )
+    explanations = []
+    try:
+        with Path(path).open(encoding="utf-8") as handle:
+            for number, line in enumerate(handle, start=1):
+                try:
+                    record = loads_record(line)
+                    explanations.append(Explanation(**{k: v for k, v in record.items() if k in fields}))
+                except (ValueError, TypeError, AttributeError) as error:  # bad JSON, fields or a non-object
+                    raise UserError(
+                        f"{path} line {number} is not an `fmm-fast explain` line ({error}); pass a file "
+                        "that `fmm-fast explain --out` wrote"
+                    ) from None
+    except OSError as error:
+        raise UserError(f"cannot read {path} ({error.strerror}); check the path") from None
+    return explanations

@@ -50,30 +50,28 @@ def test_evaluate_writes_record_csv_and_plot(tiny_babi, tmp_path, capsys):
 def test_explain_writes_jsonl_and_html(tiny_babi, tmp_path):
     checkpoint, _, data = tiny_babi
     out = tmp_path / "explanations.jsonl"
-    code = main(
-        [
-            "explain",
-            "--model",
-            str(checkpoint),
-            *data_flags(data),
-            "--measure",
-            "int-grad-abs",
-            "--limit",
-            "3",
-            "--out",
-            str(out),
-            "--html",
-        ]
-    )
-    assert code == 0
+    argv = ["explain", "--model", str(checkpoint), *data_flags(data), "--limit", "3", "--out", str(out)]
+    assert main([*argv, "--measure", "int-grad-abs", "--measure", "loo-sign", "--html"]) == 0
     lines = [json.loads(line) for line in out.read_text().splitlines()]
-    assert len(lines) == 3
+    # one line per example and measure, in example order, the measures in the order given
+    assert [(line["index"], line["measure"]) for line in lines] == [
+        (i, m) for i in range(3) for m in ("int-grad-abs", "loo-sign")
+    ]
     for line in lines:
-        assert len(line["tokens"]) == len(line["scores"]) == len(line["explained"])
-        assert all(s >= 0 for s in line["scores"])  # an unsigned measure
+        count = len(line["tokens"])
+        assert len(line["scores"]) == len(line["explained"]) == len(line["offsets"]) == count
         assert all(s == 0 for s, e in zip(line["scores"], line["explained"], strict=True) if not e)
         assert line["text"] and line["pair"]  # story and question
-    assert "<span" in out.with_suffix(".html").read_text()
+        assert 0.0 < line["probability"] <= 1.0
+        spans = zip(line["offsets"], line["segments"], line["explained"], strict=True)
+        for (start, end), segment, explained in spans:
+            assert explained == (segment == 0)  # bAbI: every story token is explained
+            if explained:  # the token's characters are in the story
+                assert line["text"][start:end].strip()
+    assert all(s >= 0 for line in lines if line["measure"] == "int-grad-abs" for s in line["scores"])
+    page = out.with_suffix(".html").read_text()
+    assert page.count('<section class="example"') == 3 and page.count('class="legend"') == 2
+    assert "https://" not in page and "http://" not in page  # nothing is fetched
 
 
 def test_masf_on_the_onnx_model(tiny_babi, tmp_path, capsys):

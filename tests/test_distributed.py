@@ -258,6 +258,7 @@ def test_sharded_explanations_equal_one_process(pool, loaded):
         expected = explain_encoded(model, encoded, measure, seed=1)
         got = explain_sharded(pool, model, encoded, measure, seed=1)
         assert [e.prediction for e in got] == [e.prediction for e in expected]
+        np.testing.assert_allclose([e.probability for e in got], [e.probability for e in expected], atol=1e-6)
         for a, b in zip(got, expected, strict=True):
             np.testing.assert_allclose(a.scores, b.scores, rtol=0, atol=1e-5)
 

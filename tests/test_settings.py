@@ -37,7 +37,7 @@ DATA = DataOptions("babi-1", "test", limit=5, size=40, test_size=10)
     [
         TrainSettings(DATA, epochs=2, lr=1e-3, max_steps=3, backend=BackendOptions(device="cpu")),
         EvaluationSettings("m.onnx", DATA, ("loo-abs", "beam"), 3, {"ig_steps": 4}, True),
-        ExplainSettings("m", DATA, "int-grad-sign", 1, {"ig_steps": 2}, EngineOptions(512, 8)),
+        ExplainSettings("m", DATA, ("int-grad-sign", "loo-abs"), 1, {"ig_steps": 2}, EngineOptions(512, 8)),
         MasfSettings(("a.onnx", "b"), DATA, 2, "loo-abs", "eval/seed-0"),
     ],
 )
@@ -76,6 +76,7 @@ def test_evaluation_fingerprint_covers_what_changes_the_numbers_only() -> None:
         (lambda: EvaluationSettings("m", DATA, ("lo-abs",)), "unknown measure 'lo-abs'"),
         (lambda: EvaluationSettings("m", DATA, measure_options={"ig_step": 2}), "unknown measure option"),
         (lambda: ExplainSettings("m", DATA, measure_options={"ig_steps": 0}), "ig_steps must be an integer"),
+        (lambda: ExplainSettings("m", DATA, ("beam", "beam-sign-10")), "beam-sign-10 is given twice"),
         (lambda: MasfSettings(("m",), DATA, measure="loo-abs"), "go together"),
         (lambda: TrainSettings(DATA, width=100), "--width 100 does not work"),
         (lambda: EngineOptions(token_budget=0), "--token-budget must be at least 1"),

@@ -35,16 +35,25 @@ from fmm_fast.distributed.runtime import ScaleOptions, check_scale_out, check_wo
 def explain(
     model: ModelOption,
     data: DataOptions,
-    measure: str = typer.Option(
-        ..., "--measure", "-m", help="e.g. loo-abs, grad-l2, int-grad-sign, beam (= beam-sign-10)."
+    measure: list[str] = typer.Option(
+        ...,
+        "--measure",
+        "-m",
+        help="e.g. loo-abs, grad-l2, int-grad-sign, beam (= beam-sign-10); repeat for several measures.",
     ),
     out: Path = typer.Option(
-        ..., "--out", help="Output .jsonl file: tokens, label, prediction, scores per example."
+        ...,
+        "--out",
+        help="Output .jsonl file: one line per example and measure (tokens, their character offsets, label, "
+        "prediction, its probability, scores), in example order.",
     ),
     measure_option: MeasureOptionsOption = [],  # noqa: B006  (typer copies the default)
     seed: SeedOption = 0,
     html: bool = typer.Option(
-        False, "--html", help="Also write OUT.html with tokens coloured by importance."
+        False,
+        "--html",
+        help="Also write OUT.html: every example once, one row per measure, its words coloured by score "
+        "(a switch shows the model's tokens).",
     ),
     overwrite: OverwriteOption = False,
     quiet: QuietOption = False,
@@ -53,42 +62,45 @@ def explain(
     backend: BackendOptions,
     scale: ScaleOptions | None,
 ) -> None:
-    """Explain the gold-label logit of each example with one importance measure (SPEC §3)."""
+    """Explain the gold-label logit of each example with one or more importance measures (SPEC §3)."""
     # these load Numba and SciPy: imported on use, so --help starts fast
-    from fmm_fast.api import explain_encoded, save_explanations, write_html
+    from fmm_fast.api import explain_encoded, save_explanations
     from fmm_fast.distributed.explanation import explain_sharded
     from fmm_fast.distributed.pool import open_pool
+    from fmm_fast.report.pages.explain_page import write_explanations_page
 
     settings = ExplainSettings(
-        str(model), data, measure, seed, parse_measure_options(measure_option), engine, backend
+        str(model), data, tuple(measure), seed, parse_measure_options(measure_option), engine, backend
     )
     if scale is not None:
-        check_scale_out(scale, model, [measure])
+        check_scale_out(scale, model, list(settings.measures))
     page = out.with_suffix(".html")
     for path in [out, page] if html else [out]:
         check_file(path, overwrite)
     loaded = load_model(model, backend)
     check_worker_precision(scale, loaded.precision.used)
     print(f"model {model} on {loaded.backend.name}")
-    _, encoded = open_split(loaded, data)
+    dataset, encoded = open_split(loaded, data)
+    explanations = []
     with output_lock(out, file=True):
-        with (
-            open_pool(scale, model, backend.provider, engine.token_budget) as pool,
-            progress_bar(len(encoded), measure, quiet=quiet) as bar,
-        ):
-            arguments = (loaded, encoded, settings.measure, settings.seed)
-            options = {
-                "batch_rows": engine.explain_batch_rows,
-                "on_batch": bar.update,
-                **settings.measure_options,
-            }
-            if pool is None:
-                explanations = explain_encoded(*arguments, token_budget=engine.token_budget, **options)
-            else:  # the workers' engines have the token budget
-                explanations = explain_sharded(pool, *arguments, **options)
-        extra = [{"index": i, "text": t, "pair": p} for i, (t, p) in enumerate(encoded.texts)]
-        save_explanations(out, explanations, extra)
-        print(f"wrote {len(explanations)} explanations to {out}")
+        with open_pool(scale, model, backend.provider, engine.token_budget) as pool:
+            for name in settings.measures:
+                with progress_bar(len(encoded), name, quiet=quiet) as bar:
+                    arguments = (loaded, encoded, name, settings.seed)
+                    options = {
+                        "batch_rows": engine.explain_batch_rows,
+                        "on_batch": bar.update,
+                        **settings.measure_options,
+                    }
+                    if pool is None:
+                        explanations += explain_encoded(
+                            *arguments, token_budget=engine.token_budget, **options
+                        )
+                    else:  # the workers' engines have the token budget
+                        explanations += explain_sharded(pool, *arguments, **options)
+        save_explanations(out, explanations)
+        print(f"wrote {len(explanations)} explanations ({len(encoded)} examples) to {out}")
         if html:
-            write_html(page, explanations)
+            about = [f"model {model} ({loaded.info.strategy}); {dataset.name}, {data.split} split"]
+            write_explanations_page(page, explanations, about)
             print(f"wrote {page}")

@@ -174,19 +174,23 @@ class EvaluationSettings(RunSettings):
 
 @dataclass(frozen=True)
 class ExplainSettings(RunSettings):
-    """Importance scores of one measure for the examples of a split (SPEC §3); seed drives `rand`."""
+    """Importance scores of one or more measures for the examples of a split (SPEC §3); seed drives
+    `rand`."""
 
     model: str
     data: DataOptions
-    measure: str = "loo-abs"
+    measures: tuple[str, ...] = ("loo-abs",)
     seed: int = 0
     measure_options: dict[str, int] = field(default_factory=dict)
     engine: EngineOptions = field(default_factory=EngineOptions)
     backend: BackendOptions = field(default_factory=BackendOptions)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "measures", tuple(self.measures))
         object.__setattr__(self, "measure_options", check_measure_options(self.measure_options))
-        get_measure(self.measure, **self.measure_options)
+        names = [get_measure(name, **self.measure_options).name for name in self.measures]
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        check([(not repeated, f"--measure {', '.join(repeated)} is given twice; give each measure once")])
 
 
 @dataclass(frozen=True)

@@ -39,18 +39,18 @@ def explain_sharded(
         )
         for k, rows in enumerate(shards)
     ]
-    predictions = np.zeros(len(encoded), dtype=np.int64)
+    probabilities = np.zeros((len(encoded), loaded.info.num_labels), dtype=np.float64)
     scores: list[np.ndarray] = [np.empty(0)] * len(encoded)
 
     def finish(task: Task, result: TaskResult) -> None:
-        shard_predictions, shard_scores = result.value
-        for row, prediction, row_scores in zip(
-            shards[task.key], shard_predictions, shard_scores, strict=True
+        shard_probabilities, shard_scores = result.value
+        for row, row_probabilities, row_scores in zip(
+            shards[task.key], shard_probabilities, shard_scores, strict=True
         ):
-            predictions[row], scores[row] = prediction, row_scores
+            probabilities[row], scores[row] = row_probabilities, row_scores
         if on_batch is not None:
             on_batch(task.examples)
 
     pool.begin()
     pool.run(tasks, finish)
-    return to_explanations(loaded, encoded, chosen, predictions, scores)
+    return to_explanations(loaded, encoded, chosen, probabilities, scores)

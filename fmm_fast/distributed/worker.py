@@ -127,7 +127,8 @@ class ModelWorker:
         batch_rows: int,
         measure_options: dict,
     ) -> TaskResult:
-        """Predictions (N,) and one (T_i,) score array per example of a shard (example_ids: its indices)."""
+        """Class probabilities (N, C) and one (T_i,) score array per example of a shard (example_ids: its
+        indices)."""
         chosen = get_measure(measure, seed=seed, **measure_options)
         return self._timed(model, _predict_and_explain, split, chosen, batch_rows, example_ids)
 

@@ -9,5 +9,6 @@ Markdown and LaTeX, `plots` draws the figures (erasure curves, MaSF p-values), `
 `order` holds the canonical measure and strategy order they share. `peer` renders the SPEC §8 results of
 `fmm-fast evaluate --protocol aopc` (kind "peer-metrics") as their own table. ROAR runs (`fmm-fast roar`,
 "protocol": "roar") are read by `load` too; `roar` aggregates them beside the no-retraining erasure of the
-same measures and `roar_tables` renders that and the two protocols' cost.
+same measures and `roar_tables` renders that and the two protocols' cost. `pages` builds the HTML
+pages people read (the explanations page of `fmm-fast explain --html`).
 """

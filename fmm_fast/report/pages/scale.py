@@ -1,0 +1,75 @@
+"""Colour scales: a diverging palette for signed measures, a sequential one for unsigned ones.
+
+Measures differ in units (a probability drop, a gradient norm), so each measure has its own scale, shared
+by every example on the page: the largest |score| of that measure on the page maps to the strongest
+colour. Words and tokens have separate scales (a word's score sums its tokens'). The page can switch to
+per-example scaling, where each example's own largest |score| sets the strongest colour. The colours
+themselves are CSS (document.STYLE): a span carries its share of both scales, `--g` (page) and `--x`
+(example), in [0, 1], and its palette as a class: `u` unsigned, `p` positive, `n` negative.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from fmm_fast.report.pages.units import Unit
+
+
+@dataclass(frozen=True)
+class Scale:
+    """One measure's page scale: its largest |score| over word units and over token units (0: all 0)."""
+
+    measure: str
+    signed: bool
+    words: float
+    tokens: float
+
+
+def largest(units: Iterable[Unit]) -> float:
+    """The largest |score| among scored units (0 when none is)."""
+    return max((abs(u.score) for u in units if u.score is not None), default=0.0)
+
+
+def share(score: float, top: float) -> float:
+    """|score| as a share of the scale's top, in [0, 1] (0 on an all-zero scale)."""
+    return min(1.0, abs(score) / top) if top > 0 else 0.0
+
+
+def render_units(units: list[Unit], signed: bool, page_top: float, example_top: float) -> str:
+    """The units as HTML: scored ones as coloured spans with their hover detail, the rest as text."""
+    parts = []
+    for unit in units:
+        text = html.escape(unit.text)
+        if unit.score is None:
+            parts.append(
+                f'<span class="x" title="{html.escape(unit.detail)}">{text}</span>' if unit.detail else text
+            )
+            continue
+        palette = ("p" if unit.score >= 0 else "n") if signed else "u"
+        parts.append(
+            f'<span class="s {palette}" style="--g:{share(unit.score, page_top):.3f};'
+            f'--x:{share(unit.score, example_top):.3f}" title="{html.escape(unit.detail)}">{text}</span>'
+        )
+    return "".join(parts)
+
+
+def _ends(top: float, signed: bool) -> str:
+    return f"−{top:.3g} · 0 · +{top:.3g}" if signed else f"0 · {top:.3g}"
+
+
+def legend(scale: Scale) -> str:
+    """One measure's legend: its palette as a bar and the scores at its ends, for the view and scaling
+    the page shows (CSS picks which)."""
+    palette = "diverging" if scale.signed else "sequential"
+    meaning = "negative ← → positive" if scale.signed else "more important →"
+    own = "−max · 0 · +max of each example" if scale.signed else "0 · max of each example"
+    return (
+        f'<div class="legend" data-measure="{html.escape(scale.measure)}">'
+        f"<b>{html.escape(scale.measure)}</b> <span class='muted'>{meaning}</span>"
+        f'<span class="bar {palette}"></span>'
+        f'<span class="ends page words">{_ends(scale.words, scale.signed)} (per word)</span>'
+        f'<span class="ends page tokens">{_ends(scale.tokens, scale.signed)} (per token)</span>'
+        f'<span class="ends own">{own}</span></div>'
+    )

@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup demo test lint bench reproduce
+.PHONY: setup demo test lint bench reproduce browser
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,3 +31,10 @@ bench: $(STAMP)
 
 reproduce: $(STAMP)
 	bench/reproduce
+
+# Headless Chromium (Debian's package) for tests/test_browser.py, which skips without it; not part of `make
+# test`'s set-up. Needs root (sudo when not root).
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+browser:
+	$(SUDO) apt-get update
+	$(SUDO) apt-get install -y chromium

@@ -1,14 +1,17 @@
-"""Test doubles for the measures: hand-defined lookup backends, a tiny BERT gradient backend, oracles."""
+"""Test doubles for the measures: hand-defined lookup backends, a tiny BERT gradient backend, oracles;
+and a hand-made explanation with sub-word pieces for the explanations page."""
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import numpy as np
 import torch
 from transformers import BertConfig, BertForSequenceClassification
 
+from fmm_fast.api import Explanation
 from fmm_fast.backends.base import ForwardOutput
 from fmm_fast.core.datatypes import ModelInfo, pad_batch, unpad
 from fmm_fast.measures.base import ExplainBatch
@@ -229,3 +232,21 @@ class TinyBertBackend:
         self, embeddings: torch.Tensor, attention_mask: torch.Tensor, input_ids: torch.Tensor
     ) -> torch.Tensor:
         return self.model(inputs_embeds=embeddings, attention_mask=attention_mask).logits
+
+
+TEXT = "ok lor, see you"  # "lor," is three tokens: lo ##r ,
+
+
+def explanation(
+    scores: list[float], measure: str = "loo-sign", signed: bool = True, **changes
+) -> Explanation:
+    """[CLS] ok lo ##r , see you [SEP] why ? [SEP] with the given scores of the 6 explained tokens."""
+    tokens = ["[CLS]", "ok", "lo", "##r", ",", "see", "you", "[SEP]", "why", "?", "[SEP]"]
+    offsets = [[0, 0], [0, 2], [3, 5], [5, 6], [6, 7], [8, 11], [12, 15], [0, 0], [0, 3], [3, 4], [0, 0]]
+    segments = [-1, 0, 0, 0, 0, 0, 0, -1, 1, 1, -1]
+    full = [0.0, *scores, 0.0, 0.0, 0.0, 0.0]
+    base = Explanation(
+        tokens, full, [s == 0 for s in segments], "ham", "ham", measure, signed, 0, TEXT, "why?", 0.9,
+        offsets, segments,
+    )  # fmt: skip
+    return replace(base, **changes)

@@ -2,6 +2,8 @@
 
 import json
 import math
+import os
+import re
 import runpy
 import sys
 from pathlib import Path
@@ -401,3 +403,54 @@ def test_a_local_file_is_shown_by_its_stem(tmp_path: Path):
     written = "".join(p.read_text() for p in out.glob("*.md"))
     assert "sms (n=1)" in written and "/home/someone" not in written
     assert [p.name for p in out.glob("*.png")] == ["curves-sms-masked.png"]
+
+
+def write_masf(root: Path, p_values: dict[str, list[float]]) -> Path:
+    """A masf.json as `fmm-fast masf` writes it: per model, the Simes p-value at each ratio."""
+    models = {
+        label: {
+            "per_ratio": [
+                {"ratio": r, "simes": p, "in_distribution": p > 0.05, "n": 30}
+                for r, p in zip(RATIOS.tolist(), simes, strict=True)
+            ]
+        }
+        for label, simes in p_values.items()
+    }
+    path = root / "masf" / "masf.json"
+    path.parent.mkdir(parents=True)
+    record = {
+        "kind": "masf",
+        "arguments": {"data": {"dataset": "/data/sms.csv"}, "seed": 0},
+        "models": models,
+    }
+    path.write_text(json.dumps({**record, "versions": {"numpy": "2.0"}}))
+    return path
+
+
+def test_html_report_is_one_self_contained_file(results: Path, tmp_path: Path, capsys):
+    from doubles import explanation
+
+    from fmm_fast.api import save_explanations
+
+    write_masf(results, {"plain (m.onnx)": [0.5] + [0.001] * 10, "masked (m.onnx)": [0.5] * 11})
+    explained = tmp_path / "explained.jsonl"
+    save_explanations(explained, [explanation([0.1, 0.2, 0.05, -0.3, 0.0, 0.4], index=i) for i in range(5)])
+    out = tmp_path / "report"
+    out.mkdir()
+    (out / "stale.png").write_bytes(b"an earlier run's figure")
+    os.utime(out / "stale.png", ns=(0, 0))
+    argv = ["report", str(results), "--out", str(out), "--html", "--explanations", str(explained)]
+    assert main(argv) == 0
+    page = (out / "report.html").read_text()
+    for heading in ("Faithfulness: RACU and ACU", "MaSF: are masked inputs in distribution?", "Figures"):
+        assert f">{heading}</h2>" in page
+    assert "<td>0.001 ✗</td>" in page and "sst2 (n=3)" in page  # MaSF verdicts; the scores table
+    figures = sorted(p.name for p in out.glob("*.png") if p.name != "stale.png")
+    assert "masf.png" in figures and page.count('<img src="data:image/png;base64,') == len(figures)
+    assert "stale.png" not in page
+    assert not re.search(r"""(src|href)=["'](https?:|//)""", page)  # nothing is fetched
+    assert page.count('<section class="example"') == 3  # the first few examples of the one measure
+    assert "<td>runs/masf/masf.json</td>" in page and "<td>numpy</td><td>2.0</td>" in page
+    capsys.readouterr()
+    assert main(["report", str(results), "--out", str(out), "--explanations", str(explained)]) == 2
+    assert "add --html" in capsys.readouterr().err

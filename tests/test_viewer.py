@@ -6,30 +6,14 @@ import re
 from dataclasses import replace
 
 import pytest
+from doubles import TEXT, explanation
 
-from fmm_fast.api import Explanation, load_explanations, save_explanations
+from fmm_fast.api import load_explanations, save_explanations
 from fmm_fast.core.errors import UserError
 from fmm_fast.report.pages.examples import group_examples, measure_scales
 from fmm_fast.report.pages.explain_page import explanations_page
 from fmm_fast.report.pages.scale import render_units, share
 from fmm_fast.report.pages.units import Unit, token_units, word_units
-
-TEXT = "ok lor, see you"  # "lor," is three tokens: lo ##r ,
-
-
-def explanation(
-    scores: list[float], measure: str = "loo-sign", signed: bool = True, **changes
-) -> Explanation:
-    """[CLS] ok lo ##r , see you [SEP] why ? [SEP] with the given scores of the 6 explained tokens."""
-    tokens = ["[CLS]", "ok", "lo", "##r", ",", "see", "you", "[SEP]", "why", "?", "[SEP]"]
-    offsets = [[0, 0], [0, 2], [3, 5], [5, 6], [6, 7], [8, 11], [12, 15], [0, 0], [0, 3], [3, 4], [0, 0]]
-    segments = [-1, 0, 0, 0, 0, 0, 0, -1, 1, 1, -1]
-    full = [0.0, *scores, 0.0, 0.0, 0.0, 0.0]
-    base = Explanation(
-        tokens, full, [s == 0 for s in segments], "ham", "ham", measure, signed, 0, TEXT, "why?", 0.9,
-        offsets, segments,
-    )  # fmt: skip
-    return replace(base, **changes)
 
 
 def scored(units: list[Unit]) -> list[tuple[str, float]]:

@@ -351,3 +351,16 @@ def test_conflicting_roar_runs_are_user_errors(tmp_path: Path, capsys):
     _edit(third / "result.json", lambda r: r.update(metric="macro_f1"))
     code, _, err = report(tmp_path, capsys, first, third, out="other-metric")
     assert code == 2 and "differ in metric; report results of one metric at a time" in err
+
+
+def test_html_report_holds_the_roar_tables_and_figures(tmp_path: Path):
+    roar = write_roar(tmp_path / "roar")
+    masked = write_masked_evaluations(tmp_path / "evaluate")
+    out = tmp_path / "report"
+    assert main(["report", str(roar), str(masked), "--out", str(out), "--html"]) == 0
+    page = (out / "report.html").read_text()
+    for heading in ("ROAR beside erasure without retraining", "ROAR and erasure: cost"):
+        assert f">{heading}</h2>" in page
+    figures = list(out.glob("*.png"))
+    assert any(p.name.startswith("roar-") for p in figures)
+    assert page.count('<img src="data:image/png;base64,') == len(figures)

@@ -26,6 +26,7 @@ from fmm_fast.report.pages.examples import example_section, group_examples, meas
 from fmm_fast.report.pages.markdown import inline, markdown_html
 from fmm_fast.report.pages.scale import legend
 from fmm_fast.report.peer import PEER_TABLE
+from fmm_fast.report.write import COST_TABLE, ROAR_TABLE
 
 REPORT_PAGE = "report.html"
 EXAMPLES_PER_MEASURE = 3
@@ -36,6 +37,8 @@ TABLE_TITLES = {
     MASF_TABLE: "MaSF: are masked inputs in distribution?",
     "performance.md": "Model performance",
     "timing.md": "Timing",
+    ROAR_TABLE: "ROAR beside erasure without retraining",
+    COST_TABLE: "ROAR and erasure: cost",
 }
 
 

@@ -405,14 +405,16 @@ def test_a_local_file_is_shown_by_its_stem(tmp_path: Path):
     assert [p.name for p in out.glob("*.png")] == ["curves-sms-masked.png"]
 
 
-def write_masf(root: Path, p_values: dict[str, list[float]]) -> Path:
-    """A masf.json as `fmm-fast masf` writes it: per model, the Simes p-value at each ratio."""
+def write_masf(root: Path, p_values: dict[str, list[float]], floor: float = 0.01) -> Path:
+    """A masf.json as `fmm-fast masf` writes it: per model, the Simes p-value at each ratio, and the
+    calibration's p-value floor."""
     models = {
         label: {
             "per_ratio": [
                 {"ratio": r, "simes": p, "in_distribution": p > 0.05, "n": 30}
                 for r, p in zip(RATIOS.tolist(), simes, strict=True)
-            ]
+            ],
+            "calibration": {"method": "split", "p_value_floor": floor},
         }
         for label, simes in p_values.items()
     }
@@ -445,12 +447,15 @@ def test_html_report_is_one_self_contained_file(results: Path, tmp_path: Path, c
     for heading in ("Faithfulness: RACU and ACU", "MaSF: are masked inputs in distribution?", "Figures"):
         assert f">{heading}</h2>" in page
     assert "<td>0.001 ✗</td>" in page and "sst2 (n=3)" in page  # MaSF verdicts; the scores table
+    assert "<td>split (p-value floor 0.01)</td>" in page and "saturates" not in page
     figures = sorted(p.name for p in out.glob("*.png") if p.name != "stale.png")
     assert "masf.png" in figures and page.count('<img src="data:image/png;base64,') == len(figures)
     assert "stale.png" not in page
     assert not re.search(r"""(src|href)=["'](https?:|//)""", page)  # nothing is fetched
     assert page.count('<section class="example"') == 3  # the first few examples of the one measure
     assert "<td>runs/masf/masf.json</td>" in page and "<td>numpy</td><td>2.0</td>" in page
-    capsys.readouterr()
+    write_masf(tmp_path / "small", {"masked": [0.5] * 11}, floor=0.37)
+    assert main(["report", str(tmp_path / "small"), "--out", str(tmp_path / "small-report")]) == 0
+    assert "masked: the calibration saturates, no p-value can fall below 0.37" in capsys.readouterr().out
     assert main(["report", str(results), "--out", str(out), "--explanations", str(explained)]) == 2
     assert "add --html" in capsys.readouterr().err

@@ -52,7 +52,10 @@ def test_scales_are_shared_across_examples_per_measure():
     other = explanation([3.0, 0.0, 0.0, 0.0, 0.0, 6.0], measure="grad-l2", signed=False)
     examples = group_examples([small, large, other])
     scales = measure_scales(examples)
-    assert (scales["loo-sign"].words, scales["grad-l2"].words) == (1.0, 6.0)
+    # the 99th percentile of |word score|: of 0 0 0 0 .001 .002 .5 1 and of 0 0 3 6
+    assert scales["loo-sign"].words == pytest.approx(0.965) and scales["grad-l2"].words == pytest.approx(5.91)
+    beyond = render_units(examples[1].rows["loo-sign"].words, True, scales["loo-sign"].words, 1.0)
+    assert 'class="s n" style="--g:1.000;--x:1.000" title="you: -1"' in beyond  # the outlier: full colour
     assert [e.index for e in examples] == [0, 1] and list(examples[0].rows) == ["loo-sign", "grad-l2"]
     # a message whose words all score about 0.002 stays pale on the page scale, full on its own
     html = render_units(examples[0].rows["loo-sign"].words, True, scales["loo-sign"].words, 0.002)

@@ -27,40 +27,59 @@ def find_masf_files(dirs: Sequence[Path]) -> list[Path]:
     return sorted(found)
 
 
-def load_masf_curves(dirs: Sequence[Path]) -> dict[str, list[dict]]:
-    """label -> per-ratio summaries ({"ratio", "simes", "in_distribution", ...}) of every model of every
-    masf.json under `dirs`; labels name the run's folder when there are several runs."""
+def load_masf_curves(dirs: Sequence[Path]) -> dict[str, dict]:
+    """label -> {"per_ratio": per-ratio summaries ({"ratio", "simes", "in_distribution", ...}),
+    "calibration": its method and p-value floor} of every model of every masf.json under `dirs`; labels
+    name the run's folder when there are several runs."""
     files = find_masf_files(dirs)
     curves = {}
     for path in files:
         try:
             models = read_record(path)["models"]
-            runs = {label: result["per_ratio"] for label, result in models.items()}
+            runs = {
+                label: {"per_ratio": r["per_ratio"], "calibration": r.get("calibration", {})}
+                for label, r in models.items()
+            }
         except (OSError, ValueError, LookupError, TypeError, AttributeError) as error:
             raise UserError(f"malformed MaSF result {path} ({error}); rerun `fmm-fast masf` for it") from None
-        for label, per_ratio in runs.items():
-            curves[f"{path.parent.name}: {label}" if len(files) > 1 else label] = per_ratio
+        for label, run in runs.items():
+            curves[f"{path.parent.name}: {label}" if len(files) > 1 else label] = run
     return curves
 
 
-def render_masf_markdown(curves: dict[str, list[dict]]) -> str:
-    """One row per model: the Simes p-value at each masking ratio, ✓ in distribution, ✗ out of it."""
-    ratios = sorted({entry["ratio"] for per_ratio in curves.values() for entry in per_ratio})
-    rows = []
-    for label, per_ratio in curves.items():
-        by_ratio = {entry["ratio"]: entry for entry in per_ratio}
+def _calibration(calibration: dict) -> str:
+    floor = calibration.get("p_value_floor")
+    return " ".join(
+        [calibration.get("method", ""), "" if floor is None else f"(p-value floor {floor:.2g})"]
+    ).strip()
+
+
+def render_masf_markdown(curves: dict[str, dict]) -> str:
+    """One row per model: its calibration and the Simes p-value at each masking ratio, ✓ in distribution,
+    ✗ out of it; a note for each calibration that cannot give a p-value below the test's level."""
+    ratios = sorted({entry["ratio"] for run in curves.values() for entry in run["per_ratio"]})
+    rows, saturated = [], []
+    for label, run in curves.items():
+        by_ratio = {entry["ratio"]: entry for entry in run["per_ratio"]}
         cells = [
             f"{by_ratio[r]['simes']:.2g} {'✓' if by_ratio[r]['in_distribution'] else '✗'}"
             if r in by_ratio
             else ""
             for r in ratios
         ]
-        rows.append([label, *cells])
+        rows.append([label, _calibration(run["calibration"]), *cells])
+        floor = run["calibration"].get("p_value_floor")
+        if floor is not None and floor > IN_DISTRIBUTION_LEVEL:
+            saturated.append(
+                f"- {label}: the calibration saturates, no p-value can fall below {floor:.2g}, so ✓ says "
+                "nothing here; calibrate on a larger validation split"
+            )
     caption = (
         "MaSF Simes p-value per masking ratio: ✓ masked inputs in distribution "
         f"(p > {IN_DISTRIBUTION_LEVEL}), ✗ out of distribution."
     )
-    return caption + "\n\n" + markdown_table(["Model", *(f"r = {r:.1f}" for r in ratios)], rows) + "\n"
+    table = markdown_table(["Model", "Calibration", *(f"r = {r:.1f}" for r in ratios)], rows)
+    return "\n\n".join([caption, table, *(["\n".join(saturated)] if saturated else [])]) + "\n"
 
 
 def write_masf_report(dirs: Sequence[Path], out: Path) -> str | None:
@@ -72,7 +91,10 @@ def write_masf_report(dirs: Sequence[Path], out: Path) -> str | None:
     out.mkdir(parents=True, exist_ok=True)
     (out / MASF_TABLE).write_text(text, encoding="utf-8")
     plot_p_values(
-        {label: ([e["ratio"] for e in c], [e["simes"] for e in c]) for label, c in curves.items()},
+        {
+            label: ([e["ratio"] for e in c["per_ratio"]], [e["simes"] for e in c["per_ratio"]])
+            for label, c in curves.items()
+        },
         out / MASF_FIGURE,
     )
     return text

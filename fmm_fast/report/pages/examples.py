@@ -4,11 +4,12 @@ probability, and one row per measure in the word and the token view."""
 from __future__ import annotations
 
 import html
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 from fmm_fast.api import Explanation
 from fmm_fast.core.errors import UserError
-from fmm_fast.report.pages.scale import Scale, largest, render_units
+from fmm_fast.report.pages.scale import Scale, largest, page_top, render_units, scores
 from fmm_fast.report.pages.units import Unit, has_offsets, token_units, word_units
 
 
@@ -61,15 +62,15 @@ def group_examples(explanations: list[Explanation]) -> list[Example]:
 
 def measure_scales(examples: list[Example]) -> dict[str, Scale]:
     """Each measure's page scale over every example shown (measures in first-seen order)."""
-    scales: dict[str, Scale] = {}
+    words: dict[str, list[float]] = defaultdict(list)
+    tokens: dict[str, list[float]] = defaultdict(list)
+    signed: dict[str, bool] = {}
     for example in examples:
         for name, row in example.rows.items():
-            known = scales.get(name)
-            words, tokens = largest(row.words), largest(row.tokens)
-            if known is not None:
-                words, tokens = max(words, known.words), max(tokens, known.tokens)
-            scales[name] = Scale(name, row.explanation.signed, words, tokens)
-    return scales
+            words[name] += scores(row.words)
+            tokens[name] += scores(row.tokens)
+            signed.setdefault(name, row.explanation.signed)
+    return {name: Scale(name, signed[name], page_top(words[name]), page_top(tokens[name])) for name in signed}
 
 
 def verdict(example: Example) -> str:

@@ -1,8 +1,9 @@
 """Colour scales: a diverging palette for signed measures, a sequential one for unsigned ones.
 
 Measures differ in units (a probability drop, a gradient norm), so each measure has its own scale, shared
-by every example on the page: the largest |score| of that measure on the page maps to the strongest
-colour. Words and tokens have separate scales (a word's score sums its tokens'). The page can switch to
+by every example on the page: the 99th percentile of that measure's |scores| on the page maps to the
+strongest colour, and larger scores keep it (a single outlier would otherwise wash out every other
+example). Words and tokens have separate scales (a word's score sums its tokens'). The page can switch to
 per-example scaling, where each example's own largest |score| sets the strongest colour. The colours
 themselves are CSS (document.STYLE): a span carries its share of both scales, `--g` (page) and `--x`
 (example), in [0, 1], and its palette as a class: `u` unsigned, `p` positive, `n` negative.
@@ -14,12 +15,17 @@ import html
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import numpy as np
+
 from fmm_fast.report.pages.units import Unit
+
+TOP_PERCENTILE = 99
 
 
 @dataclass(frozen=True)
 class Scale:
-    """One measure's page scale: its largest |score| over word units and over token units (0: all 0)."""
+    """One measure's page scale: the TOP_PERCENTILE-th percentile of its |scores| over word units and over
+    token units (0: all 0)."""
 
     measure: str
     signed: bool
@@ -27,9 +33,19 @@ class Scale:
     tokens: float
 
 
+def scores(units: Iterable[Unit]) -> list[float]:
+    """The |score| of every scored unit."""
+    return [abs(u.score) for u in units if u.score is not None]
+
+
 def largest(units: Iterable[Unit]) -> float:
-    """The largest |score| among scored units (0 when none is)."""
-    return max((abs(u.score) for u in units if u.score is not None), default=0.0)
+    """The largest |score| among scored units (0 when none is): one example's own scale."""
+    return max(scores(units), default=0.0)
+
+
+def page_top(values: list[float]) -> float:
+    """The page scale's top over |scores| `values`: their TOP_PERCENTILE-th percentile (0 when empty)."""
+    return float(np.percentile(values, TOP_PERCENTILE)) if values else 0.0
 
 
 def share(score: float, top: float) -> float:
@@ -56,7 +72,11 @@ def render_units(units: list[Unit], signed: bool, page_top: float, example_top: 
 
 
 def _ends(top: float, signed: bool) -> str:
-    return f"−{top:.3g} · 0 · +{top:.3g}" if signed else f"0 · {top:.3g}"
+    """The scale's ends; scores beyond them get the full colour too."""
+    return f"≤−{top:.3g} · 0 · ≥+{top:.3g}" if signed else f"0 · ≥{top:.3g}"
+
+
+_TOP_NOTE = f"the strongest colour: the {TOP_PERCENTILE}th percentile of |score| on this page, and beyond"
 
 
 def legend(scale: Scale) -> str:
@@ -66,7 +86,7 @@ def legend(scale: Scale) -> str:
     meaning = "negative ← → positive" if scale.signed else "more important →"
     own = "−max · 0 · +max of each example" if scale.signed else "0 · max of each example"
     return (
-        f'<div class="legend" data-measure="{html.escape(scale.measure)}">'
+        f'<div class="legend" data-measure="{html.escape(scale.measure)}" title="{_TOP_NOTE}">'
         f"<b>{html.escape(scale.measure)}</b> <span class='muted'>{meaning}</span>"
         f'<span class="bar {palette}"></span>'
         f'<span class="ends page words">{_ends(scale.words, scale.signed)} (per word)</span>'

@@ -62,7 +62,7 @@ def explain(
     backend: BackendOptions,
     scale: ScaleOptions | None,
 ) -> None:
-    """Explain the gold-label logit of each example with one or more importance measures (SPEC §3)."""
+    """Explain the gold-label logit of each example with one or more importance measures."""
     # these load Numba and SciPy: imported on use, so --help starts fast
     from fmm_fast.api import explain_encoded, save_explanations
     from fmm_fast.distributed.explanation import explain_sharded

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from fmm_fast.protocols.masf.statistic import (
     calibration_halves,
     masf_numpy_p_values,
     masf_oracle_p_values,
+    reference_sets,
     summarize_p_values,
 )
 
@@ -86,6 +88,95 @@ def test_count_below_each_is_searchsorted_left(size):
     np.testing.assert_array_equal(
         _count_below_each(sorted_values, queries), np.searchsorted(sorted_values, queries, side="left")
     )
+
+
+def exact_p_values(
+    calibration: np.ndarray, test: np.ndarray, method: str = "in-sample", seed: int = 0
+) -> np.ndarray:
+    """SPEC §6 in exact rational arithmetic (fractions.Fraction) up to the Fisher sum: p1, s2 and p2 are
+    Fractions, so mathematically equal statistics are equal; log takes float(p2), correctly rounded."""
+    sets = reference_sets(calibration, method, seed)
+    level_1, calibrated = sets.level_1, sets.calibrated
+    n, hidden = len(level_1), level_1.shape[2]
+
+    def simes(signal: np.ndarray) -> list[Fraction]:
+        below = np.count_nonzero(level_1 < signal, axis=0)
+        p1 = [sorted(Fraction(int(min(k, n - k)), n) for k in layer) for layer in below]
+        return [min(hidden * p / rank for rank, p in enumerate(layer, start=1)) for layer in p1]
+
+    reference = [simes(signal) for signal in calibrated]
+
+    def fisher(statistics: list[Fraction]) -> float:
+        log_sum = 0.0
+        for layer, s2 in enumerate(statistics):
+            below = sum(r[layer] < s2 for r in reference)
+            p2 = Fraction(min(below, len(reference) - below), len(reference))
+            log_sum += math.log(float(p2) + 1e-8)
+        return -2.0 * log_sum
+
+    reference_fisher = [fisher(r) for r in reference]
+    fishers = [fisher(simes(signal)) for signal in test]
+    if method == "split":
+        return np.array([(1 + sum(r >= f for r in reference_fisher)) / (len(reference) + 1) for f in fishers])
+    return np.array([1.0 - sum(r < f for r in reference_fisher) / len(reference) for f in fishers])
+
+
+def float_product_p_values(calibration: np.ndarray, test: np.ndarray) -> np.ndarray:
+    """In-sample MaSF with the shares as floats: p = min(k/N, 1 − k/N), s2 = min_i (D / i) · p_(i), as
+    fmm-fast computed it before exact ties (the paper's code: the same in float32)."""
+    n, _, hidden = calibration.shape
+
+    def simes(signal: np.ndarray) -> np.ndarray:
+        share = np.count_nonzero(calibration < signal, axis=0) / n
+        return ((hidden / np.arange(1, hidden + 1)) * np.sort(np.minimum(share, 1.0 - share), axis=1)).min(
+            axis=1
+        )
+
+    reference = [simes(signal) for signal in calibration]
+
+    def fisher(statistics: np.ndarray) -> float:
+        shares = [sum(r[layer] < s2 for r in reference) / n for layer, s2 in enumerate(statistics)]
+        return -2.0 * sum(math.log(min(c, 1.0 - c) + 1e-8) for c in shares)
+
+    reference_fisher = [fisher(r) for r in reference]
+    return np.array([1.0 - sum(r < fisher(simes(signal)) for r in reference_fisher) / n for signal in test])
+
+
+# 20 calibration examples of one layer, 4 features, example k = (k, k, k, k), except example 10 =
+# (2.5, 2.5, 2.5, 10). Against it, TIE_TEST[0] has level-1 numerators m = (1, 9, 9, 10) and TIE_TEST[1]
+# m = (3, 3, 3, 10): Simes (4/20) · 1/1 and (4/20) · 3/3, both 1/5, as are calibration examples 3 (4/4 at
+# rank 4), 10 (3/3) and 16 (4/4, from k = 16 > N/2). Float products split these: 4 · (1/20) = 0.2 but
+# (4/3) · (3/20) = 0.19999999999999998, and 1 − 16/20 = 0.19999999999999996.
+TIE_CALIBRATION = np.repeat(np.arange(20, dtype=np.float32), 4).reshape(20, 1, 4)
+TIE_CALIBRATION[10, 0, :3] = 2.5
+TIE_TEST = np.array([[[0.5, 9.5, 9.5, 9.5]], [[2.5, 2.5, 2.5, 9.5]]], dtype=np.float32)
+
+
+def test_exact_ties_mathematically_equal_simes_statistics_compare_equal():
+    # Exact: 6 calibration Simes statistics are below 1/5 (0, 1/20 twice, 1/10 twice, 3/20), so p2 = 6/20 for
+    # both test examples, and their Fisher statistics (hence p-values) are equal.
+    exact = exact_p_values(TIE_CALIBRATION, TIE_TEST)
+    np.testing.assert_array_equal(exact, [0.7, 0.7])
+    for p_values in (
+        MaSFCalibration.fit(TIE_CALIBRATION).p_values(TIE_TEST),
+        masf_oracle_p_values(TIE_CALIBRATION, TIE_TEST),
+        masf_numpy_p_values(TIE_CALIBRATION, TIE_TEST),
+    ):
+        np.testing.assert_array_equal(p_values, exact)
+    # Float products break the tie: the two examples get different p-values, both off the exact one.
+    np.testing.assert_allclose(
+        float_product_p_values(TIE_CALIBRATION, TIE_TEST), [0.85, 0.75], rtol=0, atol=1e-12
+    )
+
+
+@pytest.mark.parametrize("method", CALIBRATION_METHODS)
+def test_kernels_match_exact_rational_arithmetic_on_tied_data(method):
+    rng = np.random.default_rng(13)
+    calibration = tied_signals(rng, 60, 2, 6)
+    test = np.concatenate([tied_signals(rng, 40, 2, 6), calibration[:10]])
+    exact = exact_p_values(calibration, test, method, seed=1)
+    np.testing.assert_array_equal(MaSFCalibration.fit(calibration, method, seed=1).p_values(test), exact)
+    np.testing.assert_array_equal(masf_oracle_p_values(calibration, test, method, seed=1), exact)
 
 
 def old_text_p_values(calibration: np.ndarray, test: np.ndarray) -> np.ndarray:

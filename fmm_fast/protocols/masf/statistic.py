@@ -5,6 +5,10 @@ With ecdf(sample, s) = #(sample values strictly below s) / |sample| and two_side
   1 → per feature (layer, dim): p1 = two_sided(ecdf(level-1 reference values of the feature, value));
   2 → per layer: Simes s2 = min_i (D / i) · p1_(i), calibrated: p2 = two_sided(ecdf(reference s2 of the
       layer, s2));
+Exact ties: every p-value at levels 1 and 2 is a count share m / N, so s2 is computed as
+(D / N) · min_i (m_(i) / i) and p2 as min(b, K − b) / K, one correctly rounded division per term: examples
+whose statistics are mathematically equal (1/1 and 3/3) compare equal at the next level, whatever the
+product order (the paper's float32 (n / i) · p splits such ties by rounding).
   3 → Fisher over the L+1 layers: f = −2 Σ log(p2 + 1e-8), and the example's p-value from the
       reference Fisher statistics.
 Two calibration methods (CALIBRATION_METHODS):
@@ -175,15 +179,17 @@ def _sorted_feature_columns(reference):  # pragma: no cover - compiled
 
 
 @numba.njit(parallel=True, cache=True)
-def _simes_statistics(signals, sorted_columns, level_of_count, level_values):  # pragma: no cover - compiled
-    """Level 1 and the level-2 Simes statistic of each signal and layer.
+def _simes_statistics(signals, sorted_columns, numerator_of_count, scale):  # pragma: no cover - compiled
+    """Level 1 and the level-2 Simes statistic of each signal and layer, with exact ties.
 
     signals: (M, L+1, D) float32; sorted_columns: (F, N) float32 from _sorted_feature_columns;
-    level_of_count: (N+1,) intp and level_values: (V,) float64 from _p_value_levels.
-    Returns (M, L+1) float64.
+    numerator_of_count: (N+1,) intp, the level-1 p-value's integer numerator m(k) of a feature with k
+    reference values below it (p1 = m(k) / denominator); scale: D / denominator. Returns (M, L+1) float64
+    scale · min_i (m_(i) / i): one correctly rounded division per term, so equal fractions compare equal.
     """
     n_signals, n_layers, hidden = signals.shape
     n_features = sorted_columns.shape[0]
+    n_numerators = numerator_of_count.max() + 1
     statistics = np.empty((n_signals, n_layers), dtype=np.float64)
     n_blocks = (n_signals + KERNEL_BLOCK_ROWS - 1) // KERNEL_BLOCK_ROWS
     # One parallel region over independent row blocks (no barrier per step); call it through
@@ -192,7 +198,7 @@ def _simes_statistics(signals, sorted_columns, level_of_count, level_values):  #
         start = block * KERNEL_BLOCK_ROWS
         n_rows = min(KERNEL_BLOCK_ROWS, n_signals - start)
         # Level 1, feature-major: one sorted column (N float32) stays in L1 while the block looks it up.
-        levels = np.empty((n_rows, n_features), dtype=np.intp)
+        numerators = np.empty((n_rows, n_features), dtype=np.intp)
         for feature in range(n_features):
             layer = feature // hidden
             dim = feature - layer * hidden
@@ -200,46 +206,45 @@ def _simes_statistics(signals, sorted_columns, level_of_count, level_values):  #
                 sorted_columns[feature], signals[start : start + n_rows, layer, dim].copy()
             )
             for row in range(n_rows):
-                levels[row, feature] = level_of_count[below[row]]
-        # Level 2, example-major. Simes needs each layer's D p-values in ascending order; they take only
-        # V ≈ N/2 distinct values, so a counting sort over the levels replaces a comparison sort.
-        level_counts = np.zeros(level_values.shape[0], dtype=np.intp)
+                numerators[row, feature] = numerator_of_count[below[row]]
+        # Level 2, example-major. Simes needs each layer's D numerators in ascending order; they take only
+        # about N/2 distinct values, so a counting sort replaces a comparison sort.
+        counts = np.zeros(n_numerators, dtype=np.intp)
         for row in range(n_rows):
             for layer in range(n_layers):
-                layer_levels = levels[row, layer * hidden : (layer + 1) * hidden]
-                lowest = level_values.shape[0]
-                for level in layer_levels:
-                    level_counts[level] += 1
-                    lowest = min(lowest, level)
-                # Simes = min over ranks i of (D / i) · p_(i). Within a run of equal p the last rank gives
-                # the smallest product, and once p ≥ the best so far no later rank can beat it
-                # ((D / i) · p ≥ p since i ≤ D).
-                simes = np.inf
+                layer_numerators = numerators[row, layer * hidden : (layer + 1) * hidden]
+                lowest = n_numerators
+                for numerator in layer_numerators:
+                    counts[numerator] += 1
+                    lowest = min(lowest, numerator)
+                # min over ranks i of m_(i) / i. Within a run of equal m the last rank gives the smallest
+                # term, and once m / D ≥ the best so far no later rank can beat it (m' / i ≥ m / D for
+                # m' ≥ m, i ≤ D, and correct rounding keeps that order).
+                best = np.inf
                 rank = 0
-                level = lowest
+                numerator = lowest
                 while rank < hidden:
-                    if level_counts[level] > 0:
-                        value = level_values[level]
-                        if value >= simes:
+                    if counts[numerator] > 0:
+                        if numerator / hidden >= best:
                             break
-                        rank += level_counts[level]
-                        simes = min(simes, (hidden / rank) * value)
-                    level += 1
-                for level in layer_levels:
-                    level_counts[level] = 0
-                statistics[start + row, layer] = simes
+                        rank += counts[numerator]
+                        best = min(best, numerator / rank)
+                    numerator += 1
+                for numerator in layer_numerators:
+                    counts[numerator] = 0
+                statistics[start + row, layer] = scale * best
     return statistics
 
 
 def _simes_statistics_dynamic(
-    signals: np.ndarray, sorted_columns: np.ndarray, levels: tuple[np.ndarray, np.ndarray]
+    signals: np.ndarray, sorted_columns: np.ndarray, level_1: tuple[np.ndarray, float]
 ) -> np.ndarray:
     """_simes_statistics with dynamic scheduling: a thread slowed by other work on a shared machine
     does not hold the others up. (Set here, not inside the kernel, because set_parallel_chunksize in
     jitted code makes the function uncacheable.)
     """
     with numba.parallel_chunksize(1):
-        return _simes_statistics(signals, sorted_columns, *levels)
+        return _simes_statistics(signals, sorted_columns, *level_1)
 
 
 @numba.njit(parallel=True, cache=True)
@@ -247,7 +252,8 @@ def _fisher_statistics(simes, sorted_reference_simes):  # pragma: no cover - com
     """Level 2's calibration and level 3's Fisher statistic of each example.
 
     simes: (M, L+1) float64; sorted_reference_simes: (L+1, K) float64, each layer's reference Simes
-    statistics ascending. p2 = min(c, 1 − c), c = #(reference < s2) / K. Returns (M,) float64.
+    statistics ascending. p2 = min(b, K − b) / K with b = #(reference < s2): one division, so equal shares
+    tie exactly (min(c, 1 − c) would not: 1 − 7/10 ≠ 3/10 in floating point). Returns (M,) float64.
     """
     n_signals, n_layers = simes.shape
     n_reference = sorted_reference_simes.shape[1]
@@ -258,28 +264,27 @@ def _fisher_statistics(simes, sorted_reference_simes):  # pragma: no cover - com
     for row in prange(n_signals):
         log_sum = 0.0
         for layer in range(n_layers):  # sequential, the order the NumPy versions use
-            share = below[layer, row] / n_reference
-            log_sum += math.log(min(share, 1.0 - share) + FISHER_EPSILON)
+            count = below[layer, row]
+            log_sum += math.log(min(count, n_reference - count) / n_reference + FISHER_EPSILON)
         statistics[row] = -2.0 * log_sum
     return statistics
 
 
-def _p_value_levels(n_reference: int) -> tuple[np.ndarray, np.ndarray]:
-    """The level-1 p-value of a feature as a function of its count k of reference values below it.
+def _level_1_p_values(n_reference: int, hidden: int) -> tuple[np.ndarray, float]:
+    """The level-1 p-value of a feature as a function of its count k of reference values below it:
+    p1(k) = m(k) / N with the integer m(k) = min(k, N − k).
 
-    Returns level_of_count (N+1,) intp, the rank of p(k) among the distinct values, and level_values
-    (V,) float64 ascending, with p(k) = min(k / N, 1 − k / N) computed exactly as the NumPy versions do.
+    Returns numerator_of_count (N+1,) intp, m(k), and the Simes scale D / N (see _simes_statistics).
     """
-    below = np.arange(n_reference + 1) / n_reference
-    level_values, level_of_count = np.unique(np.minimum(below, 1.0 - below), return_inverse=True)
-    return level_of_count.astype(np.intp), level_values
+    counts = np.arange(n_reference + 1, dtype=np.intp)
+    return np.minimum(counts, n_reference - counts), hidden / n_reference
 
 
 class MaSFCalibration:
     """Calibration signals reduced to what scoring needs; fit once, score many test sets.
 
     sorted_columns: (F, N1) float32, F = (L+1)·D, each feature's level-1 reference values ascending;
-    levels: _p_value_levels(N1); sorted_simes: (L+1, N2) float64, each layer's level-2 reference Simes
+    level_1: _level_1_p_values(N1, D); sorted_simes: (L+1, N2) float64, each layer's level-2 reference Simes
     statistics ascending; sorted_fisher: (N2,) float64, the level-3 calibration Fisher statistics
     ascending; method: "in-sample" or "split", seed: the split's seed (None in-sample). N1 = N2 = N
     in-sample; |A| and |B| for split.
@@ -288,14 +293,14 @@ class MaSFCalibration:
     def __init__(
         self,
         sorted_columns: np.ndarray,
-        levels: tuple[np.ndarray, np.ndarray],
+        level_1: tuple[np.ndarray, float],
         sorted_simes: np.ndarray,
         sorted_fisher: np.ndarray,
         method: str,
         seed: int | None,
     ):
         self.sorted_columns = sorted_columns
-        self.levels = levels
+        self.level_1 = level_1
         self.sorted_simes = sorted_simes
         self.sorted_fisher = sorted_fisher
         self.method = method
@@ -345,16 +350,16 @@ class MaSFCalibration:
         seed: which half is A (split only)."""
         sets = reference_sets(calibration_signals, method, seed)
         sorted_columns = _sorted_feature_columns(sets.level_1)
-        levels = _p_value_levels(len(sets.level_1))
-        reference_simes = _simes_statistics_dynamic(sets.calibrated, sorted_columns, levels)
+        level_1 = _level_1_p_values(*sets.level_1.shape[::2])
+        reference_simes = _simes_statistics_dynamic(sets.calibrated, sorted_columns, level_1)
         sorted_simes = np.ascontiguousarray(np.sort(reference_simes, axis=0).T)
         fisher = _fisher_statistics(reference_simes, sorted_simes)
-        return cls(sorted_columns, levels, sorted_simes, np.sort(fisher), sets.method, sets.seed)
+        return cls(sorted_columns, level_1, sorted_simes, np.sort(fisher), sets.method, sets.seed)
 
     def p_values(self, test_signals: np.ndarray) -> np.ndarray:
         """(N_test, L+1, D) float32 -> (N_test,) float64 right-sided MaSF p-values."""
         test = _check_test(test_signals, self.signal_shape)
-        return self._p_values_of_simes(_simes_statistics_dynamic(test, self.sorted_columns, self.levels))
+        return self._p_values_of_simes(_simes_statistics_dynamic(test, self.sorted_columns, self.level_1))
 
     def _p_values_of_simes(self, simes: np.ndarray) -> np.ndarray:
         """(M, L+1) float64 Simes statistics -> (M,) float64 p-values (levels 2 and 3)."""
@@ -376,20 +381,20 @@ def masf_oracle_p_values(
 
     def simes_statistics(signal: np.ndarray) -> list[float]:
         """(L+1, D) -> L+1 Simes statistics of level-1 p-values against the level-1 reference."""
+        n = len(sets.level_1)
         below = np.count_nonzero(sets.level_1 < signal, axis=0)  # (L+1, D)
-        share = below / len(sets.level_1)
-        feature_p = np.minimum(share, 1.0 - share)
+        numerators = np.sort(np.minimum(below, n - below), axis=1)  # p1 = numerator / n
         ranks = np.arange(1, hidden + 1)
-        return [float(((hidden / ranks) * np.sort(feature_p[layer])).min()) for layer in range(n_layers)]
+        return [float((hidden / n) * (numerators[layer] / ranks).min()) for layer in range(n_layers)]
 
     reference_simes = [simes_statistics(signal) for signal in sets.calibrated]
 
     def fisher_statistic(simes: list[float]) -> float:
         log_sum = 0.0
         for layer in range(n_layers):
+            n = len(reference_simes)
             below = sum(reference[layer] < simes[layer] for reference in reference_simes)
-            share = below / len(reference_simes)
-            log_sum += math.log(min(share, 1.0 - share) + FISHER_EPSILON)
+            log_sum += math.log(min(below, n - below) / n + FISHER_EPSILON)
         return -2.0 * log_sum
 
     reference_fisher = [fisher_statistic(simes) for simes in reference_simes]
@@ -422,9 +427,9 @@ def masf_numpy_p_values(
         below = np.empty(flat.shape, dtype=np.int64)
         for feature in range(flat.shape[1]):
             below[:, feature] = np.searchsorted(sorted_level_1[:, feature], flat[:, feature], side="left")
-        share = below.reshape(signals.shape) / n_level_1
-        feature_p = np.sort(np.minimum(share, 1.0 - share), axis=2)
-        return ((hidden / ranks) * feature_p).min(axis=2)
+        below = below.reshape(signals.shape)
+        numerators = np.sort(np.minimum(below, n_level_1 - below), axis=2)  # p1 = numerator / N1
+        return (hidden / n_level_1) * (numerators / ranks).min(axis=2)
 
     reference_simes = simes_statistics(sets.calibrated)
     sorted_simes = np.sort(reference_simes, axis=0)  # (K, L+1)
@@ -433,8 +438,9 @@ def masf_numpy_p_values(
         """(M, L+1) -> (M,) float64."""
         log_sum = np.zeros(len(simes), dtype=np.float64)
         for layer in range(n_layers):  # sequential, in the kernel's order
-            share = np.searchsorted(sorted_simes[:, layer], simes[:, layer], side="left") / len(sorted_simes)
-            log_sum += libm_log(np.minimum(share, 1.0 - share) + FISHER_EPSILON).astype(np.float64)
+            below = np.searchsorted(sorted_simes[:, layer], simes[:, layer], side="left")
+            p2 = np.minimum(below, len(sorted_simes) - below) / len(sorted_simes)
+            log_sum += libm_log(p2 + FISHER_EPSILON).astype(np.float64)
         return -2.0 * log_sum
 
     sorted_fisher = np.sort(fisher_statistics(reference_simes))

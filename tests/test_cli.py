@@ -112,9 +112,30 @@ def test_masf_on_the_onnx_model(tiny_babi, tmp_path, capsys):
         assert (f"{label}: the {summary['calibration']['method']} calibration saturates" in err) == (
             floor > 0.05
         )
+    # --size capped the validation split: the advice names both remedies.
+    if by_method["in-sample"]["calibration"]["p_value_floor"] > 0.05:
+        assert "use --calibration split (valid, and its lowest p-value here is 0.032)" in err
+        assert "leave out --size (it capped the validation split at 60)" in err
+    assert "split calibration saturates" not in err  # its floor is 1/31
     assert by_method["split"]["calibration"]["p_value_floor"] >= 1 / 31
     assert "set/s" not in err  # --quiet: no progress bar
     assert (out / "masf.png").is_file()
+
+
+def test_masf_saturation_advice_without_size_names_what_can_help(capsys):
+    from fmm_fast.cli.masf import _warn_saturated_calibrations
+
+    saturated = {"calibration": {"method": "in-sample", "n": 917, "p_value_floor": 0.2}}
+    fine = {"calibration": {"method": "split", "n": 459, "p_value_floor": 1 / 460}}
+    _warn_saturated_calibrations({"plain": saturated, "plain split": fine}, size=None)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        "fmm-fast: warning: plain: the in-sample calibration saturates"
+    )
+    assert "no p-value can fall below 0.20" in err[0]
+    assert "use --calibration split (valid, and its lowest p-value here is 0.0022)" in err[0]
+    assert "--size cannot help: the whole validation split (917 examples) already calibrates" in err[0]
+    assert "leave out --size" not in err[0]
 
 
 def test_masf_split_calibration_needs_forty_examples(tiny_babi, tmp_path, capsys):

@@ -94,31 +94,39 @@ def exact_p_values(
     calibration: np.ndarray, test: np.ndarray, method: str = "in-sample", seed: int = 0
 ) -> np.ndarray:
     """SPEC §6 in exact rational arithmetic (fractions.Fraction) up to the Fisher sum: p1, s2 and p2 are
-    Fractions, so mathematically equal statistics are equal; log takes float(p2), correctly rounded."""
+    Fractions, so mathematically equal statistics are equal; log takes float(p2), correctly rounded.
+    split: p1 = (1 + m) / (|A| + 1), and levels 2-3 over the bag of half B and the test example, recomputed
+    from scratch for every test example."""
     sets = reference_sets(calibration, method, seed)
     level_1, calibrated = sets.level_1, sets.calibrated
     n, hidden = len(level_1), level_1.shape[2]
+    offset = int(method == "split")
 
     def simes(signal: np.ndarray) -> list[Fraction]:
         below = np.count_nonzero(level_1 < signal, axis=0)
-        p1 = [sorted(Fraction(int(min(k, n - k)), n) for k in layer) for layer in below]
+        p1 = [sorted(Fraction(offset + int(min(k, n - k)), n + offset) for k in layer) for layer in below]
         return [min(hidden * p / rank for rank, p in enumerate(layer, start=1)) for layer in p1]
 
-    reference = [simes(signal) for signal in calibrated]
-
-    def fisher(statistics: list[Fraction]) -> float:
+    def fisher(statistics: list[Fraction], reference: list[list[Fraction]]) -> float:
         log_sum = 0.0
         for layer, s2 in enumerate(statistics):
             below = sum(r[layer] < s2 for r in reference)
-            p2 = Fraction(min(below, len(reference) - below), len(reference))
-            log_sum += math.log(float(p2) + 1e-8)
+            log_sum += math.log(float(Fraction(min(below, len(reference) - below), len(reference))) + 1e-8)
         return -2.0 * log_sum
 
-    reference_fisher = [fisher(r) for r in reference]
-    fishers = [fisher(simes(signal)) for signal in test]
-    if method == "split":
-        return np.array([(1 + sum(r >= f for r in reference_fisher)) / (len(reference) + 1) for f in fishers])
-    return np.array([1.0 - sum(r < f for r in reference_fisher) / len(reference) for f in fishers])
+    calibrating = [simes(signal) for signal in calibrated]
+    p_values = []
+    for signal in test:
+        statistics = simes(signal)
+        if method == "split":
+            bag = [*calibrating, statistics]
+            f = fisher(statistics, bag)
+            p_values.append(sum(fisher(member, bag) >= f for member in bag) / len(bag))
+        else:
+            reference_fisher = [fisher(member, calibrating) for member in calibrating]
+            f = fisher(statistics, calibrating)
+            p_values.append(1.0 - sum(r < f for r in reference_fisher) / len(calibrating))
+    return np.array(p_values)
 
 
 def float_product_p_values(calibration: np.ndarray, test: np.ndarray) -> np.ndarray:
@@ -273,10 +281,28 @@ def share_below_five_percent(method: str, seed: int) -> tuple[float, float, floa
     return float(np.mean(p_values < IN_DISTRIBUTION_LEVEL)), low, high
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_split_calibration_is_a_valid_p_value(seed):
-    share, low, high = share_below_five_percent("split", seed)
-    assert low <= share <= high
+@pytest.mark.parametrize(
+    "draw",
+    [
+        lambda rng, n: rng.standard_normal((n, 3, 8)),
+        lambda rng, n: np.abs(rng.standard_t(3, size=(n, 3, 8))),
+    ],
+    ids=["gaussian", "heavy-tailed"],
+)
+def test_split_calibration_is_a_valid_p_value(draw):
+    # Validity is over the calibration draw too: for a fresh calibration set (60 rows, |B| = 30) and one
+    # fresh row each time, P(p ≤ k / 31) = k / 31 up to ties (the bag of B and the row is exchangeable).
+    # One row per draw makes the 2,000 outcomes independent, so a binomial interval applies.
+    rng = np.random.default_rng(21)
+    p_values = np.array(
+        [
+            MaSFCalibration.fit(draw(rng, 60), "split", seed=draw_index).p_values(draw(rng, 1))[0]
+            for draw_index in range(2000)
+        ]
+    )
+    for k in (1, 3, 6):
+        low, high = stats.binom.ppf([0.0005, 0.9995], len(p_values), k / 31) / len(p_values)
+        assert low <= np.mean(p_values <= k / 31 + 1e-12) <= high
 
 
 def test_in_sample_calibration_fails_the_validity_check():
@@ -394,28 +420,35 @@ def test_fisher_epsilon_bounds_the_statistic():
     # calibration Simes statistic is below 0), Fisher = −2 log(1e-8).
     calibration = np.arange(20, dtype=np.float32).reshape(20, 1, 1)
     fit = MaSFCalibration.fit(calibration)
-    assert fit.sorted_fisher.max() == pytest.approx(-2 * math.log(1e-8))
+    assert fit.levels.sorted_fisher.max() == pytest.approx(-2 * math.log(1e-8))
 
 
-@pytest.mark.parametrize("method", CALIBRATION_METHODS)
-def test_small_calibration_saturates_and_reports_its_p_value_floor(method):
+def test_small_in_sample_calibration_saturates_and_reports_its_p_value_floor():
     # 60 examples of 7×384 features: most are some feature's extreme (p1 = 0) in every layer, so their
     # Simes statistic is 0, tied at the bottom of level 2 (p2 = 0), and their Fisher statistic sits at the
-    # cap 7·(−2 log 1e-8): no test example can score below their share (split: (1 + their count)/(|B| + 1)).
+    # cap 7·(−2 log 1e-8): no test example can score below their share.
     rng = np.random.default_rng(2)
     calibration = rng.standard_normal((60, 7, 384)).astype(np.float32)
-    fit = MaSFCalibration.fit(calibration, method)
+    fit = MaSFCalibration.fit(calibration)
     cap = 7 * -2 * math.log(1e-8)
-    n_saturated = int(np.sum(np.isclose(fit.sorted_fisher, cap)))
-    expected_floor = (
-        n_saturated / fit.n_calibration
-        if method == "in-sample"
-        else (1 + n_saturated) / (fit.n_calibration + 1)
-    )
-    assert fit.p_value_floor == pytest.approx(expected_floor, abs=1e-15) and fit.p_value_floor > 0.05
+    n_saturated = int(np.sum(np.isclose(fit.levels.sorted_fisher, cap)))
+    assert fit.p_value_floor == pytest.approx(n_saturated / fit.n_calibration, abs=1e-15)
+    assert fit.p_value_floor > 0.05
     far_away = calibration[:10] + np.float32(10.0)
     np.testing.assert_allclose(fit.p_values(far_away), fit.p_value_floor, rtol=0, atol=1e-15)
     assert summarize_p_values(fit.p_values(far_away))["in_distribution"]  # powerless: the floor says why
+
+
+def test_small_split_calibration_does_not_saturate():
+    # The same 60 examples: conformal level-1 p-values are never 0, so the Simes statistics of half B stay
+    # apart (they count the extreme features), and the floor is 1 / (|B| + 1), reached far from the data.
+    rng = np.random.default_rng(2)
+    calibration = rng.standard_normal((60, 7, 384)).astype(np.float32)
+    fit = MaSFCalibration.fit(calibration, "split")
+    assert fit.p_value_floor == pytest.approx(1 / 31, abs=1e-15)
+    far_away = calibration[:10] + np.float32(10.0)
+    np.testing.assert_allclose(fit.p_values(far_away), 1 / 31, rtol=0, atol=1e-15)
+    assert not summarize_p_values(fit.p_values(far_away))["in_distribution"]
 
 
 @pytest.mark.parametrize(("method", "floor"), [("in-sample", 0.0), ("split", 1 / 201)])

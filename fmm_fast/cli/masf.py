@@ -50,8 +50,9 @@ def masf(
         ["in-sample"],
         "--calibration",
         metavar="in-sample|split",
-        help="in-sample: the paper's method (default); split: a valid p-value (half the validation split "
-        "fits level 1, the other half calibrates, SPEC §6). Repeat to score both on the same signals.",
+        help="in-sample: the paper's method (default); split: a valid (conformal) p-value: half the "
+        "validation split fits level 1, the other half calibrates levels 2-3 together with each test input, "
+        "so p-values reach down to 1/(half + 1). Repeat to score both on the same signals.",
     ),
     calibration_seed: int = typer.Option(0, min=0, help="Seed of the split calibration's halves."),
     overwrite: OverwriteOption = False,
@@ -66,10 +67,10 @@ def masf(
     ratios 0, 0.1, ..., 1 (random masking of explained tokens, or the sets an evaluation saved).
     "In distribution" = Simes summary above 0.05. --calibration in-sample (the paper's) is not a valid
     p-value: fresh in-distribution inputs score too low; --calibration split is (SPEC §6).
-    --size caps the calibration set too: leave it out to calibrate on the whole validation split (SPEC §6),
-    which stays disjoint from a capped run's train split; a calibration of a few hundred examples
-    saturates (see the p-value floor it reports). Each model's result is saved in OUT/state as it
-    finishes: rerun the same command to resume.
+    --size caps the calibration set too: leave it out to calibrate on the whole validation split,
+    which stays disjoint from a capped run's train split; an in-sample calibration of a few hundred
+    examples saturates (see the p-value floor it reports), the split one does not. Each model's result is
+    saved in OUT/state as it finishes: rerun the same command to resume.
     """
     # these load Numba and SciPy: imported on use, so --help starts fast
     from fmm_fast.distributed.pool import open_pool
@@ -156,7 +157,7 @@ def _write_outputs(out: Path, settings: MasfSettings, results: dict, started: fl
         out / "masf.png",
     )
     _print_table(results)
-    _warn_saturated_calibrations(results)
+    _warn_saturated_calibrations(results, settings.data.size)
     print(f"wrote {out / 'masf.json'}, {out / 'p_values.csv'}, {out / 'masf.png'}")
 
 
@@ -183,17 +184,33 @@ def _print_table(results: dict) -> None:
             )
 
 
-def _warn_saturated_calibrations(results: dict) -> None:
-    """One warning per model whose calibration cannot produce p-values below the test's level."""
+def _warn_saturated_calibrations(results: dict, size: int | None) -> None:
+    """One warning per model whose calibration cannot produce p-values below the test's level, naming the
+    floor and what can lower it: only the in-sample calibration saturates (the split's floor is
+    1 / (|B| + 1), below 0.05 from its minimum of 40 examples); more examples help only where --size
+    capped the validation split."""
     from fmm_fast.protocols.masf.statistic import IN_DISTRIBUTION_LEVEL
 
     for label, result in results.items():
         calibration = result["calibration"]
-        if calibration["p_value_floor"] > IN_DISTRIBUTION_LEVEL:
-            print(
-                f"fmm-fast: warning: {label}: the {calibration['method']} calibration saturates "
-                f"({calibration['n']} calibrating examples, many at the largest statistic): no p-value can "
-                f"fall below {calibration['p_value_floor']:.2f}, so 'in distribution' means nothing here; "
-                "calibrate on a larger validation split (--size)",
-                file=sys.stderr,
+        floor = calibration["p_value_floor"]
+        if floor <= IN_DISTRIBUTION_LEVEL:
+            continue
+        n = calibration["n"]
+        split_floor = 1 / (n - n // 2 + 1)
+        remedy = f"use --calibration split (valid, and its lowest p-value here is {split_floor:.2g})"
+        if size is None:
+            remedy += (
+                f"; --size cannot help: the whole validation split ({n} examples) already calibrates, and "
+                "more calibration examples need a dataset with a larger validation split (a local file)"
             )
+        else:
+            remedy += (
+                f", or calibrate on more examples: leave out --size (it capped the validation split at {n})"
+            )
+        print(
+            f"fmm-fast: warning: {label}: the {calibration['method']} calibration saturates ({n} calibrating "
+            f"examples, many at the largest statistic): no p-value can fall below {floor:.2f}, so "
+            f"'in distribution' means nothing here; {remedy}",
+            file=sys.stderr,
+        )

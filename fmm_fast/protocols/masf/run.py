@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
@@ -12,7 +12,7 @@ import numpy as np
 from fmm_fast import __version__
 from fmm_fast.backends.engine import EngineStats, MaskBatchEngine
 from fmm_fast.backends.loading import LoadedModel
-from fmm_fast.core.datatypes import load_ragged
+from fmm_fast.core.datatypes import EncodedSplit, load_ragged
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.records import versions
 from fmm_fast.core.settings import MasfSettings
@@ -65,6 +65,34 @@ def saved_masked_dir(settings: MasfSettings) -> Path | None:
     return Path(settings.evaluation) / "masked" / settings.measure
 
 
+def masf_signals(
+    loaded: LoadedModel, settings: MasfSettings, engine: SignalSource, progress=None
+) -> tuple[np.ndarray, Iterator[tuple[float, np.ndarray]], EncodedSplit]:
+    """The signals MaSF compares: the whole validation split masked as the model was trained, (N, L+1, D)
+    float32, then the test split's signals per masking ratio, yielded as (ratio, (N_test, L+1, D)).
+
+    Returns (calibration signals, the generator, the test split). The test signals are computed one ratio
+    at a time, so a caller scores each set before the next is computed.
+    """
+    info = loaded.info
+    _, validation = open_split(loaded, replace(settings.data, limit=None), "validation")
+    _, test = open_split(loaded, settings.data)
+    calibration = engine.signals(
+        random_masking(validation, calibration_strategy(info.strategy), info.mask_id, settings.seed)
+    )
+    if progress is not None:
+        progress.update(1)
+    sets = masked_test_sets(test.input_ids, test, info.mask_id, settings.seed, saved_masked_dir(settings))
+
+    def test_signals() -> Iterator[tuple[float, np.ndarray]]:
+        for ratio, sequences in sets.items():
+            yield ratio, engine.signals(sequences)
+            if progress is not None:
+                progress.update(1)
+
+    return calibration, test_signals(), test
+
+
 def run_masf(
     loaded: LoadedModel, settings: MasfSettings, progress=None, engine: SignalSource | None = None
 ) -> dict[str, dict]:
@@ -79,23 +107,15 @@ def run_masf(
     if engine is None:
         engine = MaskBatchEngine(loaded.backend, token_budget=settings.engine.token_budget, cache_rows=0)
     info = loaded.info
-    seed, masked_dir = settings.seed, saved_masked_dir(settings)
-    _, validation = open_split(loaded, replace(settings.data, limit=None), "validation")
-    _, test = open_split(loaded, settings.data)
-    strategy = calibration_strategy(info.strategy)
-    calibration_signals = engine.signals(random_masking(validation, strategy, info.mask_id, seed))
+    calibration_signals, test_sets, test = masf_signals(loaded, settings, engine, progress)
     fits = {
         method: MaSFCalibration.fit(calibration_signals, method, calibration_seed) for method in calibrations
     }
-    if progress is not None:
-        progress.update(1)
     p_values: dict[str, dict[float, np.ndarray]] = {method: {} for method in calibrations}
-    for ratio, sequences in masked_test_sets(test.input_ids, test, info.mask_id, seed, masked_dir).items():
-        signals = engine.signals(sequences)
+    for ratio, signals in test_sets:
         for method, fit in fits.items():
             p_values[method][ratio] = fit.p_values(signals)
-        if progress is not None:
-            progress.update(1)
+    strategy = calibration_strategy(info.strategy)
     return {
         method: {
             "strategy": info.strategy,

@@ -15,8 +15,12 @@ Two calibration methods (CALIBRATION_METHODS):
 - "in-sample" (the paper's): every level's reference is all N calibration examples, whose own levels 2
   and 3 are computed in-sample (each against all N, itself included); p = 1 − ecdf(reference f, f).
   Not a valid p-value: fresh examples of the calibration distribution score too low (SPEC §6).
-- "split" (conformal): a seeded half A is the level-1 reference; the other half B, scored against A like
-  a test example, is the level-2 reference and the level-3 calibration; p = (1 + #{f_B ≥ f}) / (|B| + 1).
+- "split" (conformal, SPLIT_VARIANT): a seeded half A is the level-1 reference, with conformal level-1
+  p-values p1 = (1 + m) / (|A| + 1) that are never 0; the other half B, scored against A like a test
+  example, calibrates levels 2 and 3 full-conformally: for a test example x, levels 2 and 3 of every
+  member of the bag B ∪ {x} are computed against the whole bag, and p = #{z in the bag: f_z ≥ f_x} /
+  (|B| + 1). The bag is exchangeable when x comes from the calibration distribution, so p is a valid
+  p-value, and its floor is 1 / (|B| + 1) (measured against other variants in bench_masf_calibration.py).
 
 Three implementations give bit-identical p-values:
 - :class:`MaSFCalibration`: Numba kernels (sorted reference columns + binary search), the one to use;
@@ -41,6 +45,10 @@ from fmm_fast.core.errors import UserError
 
 MIN_CALIBRATION_EXAMPLES = 20  # per reference set: all N in-sample, each half for split
 CALIBRATION_METHODS = ("in-sample", "split")
+# What `split` computes, recorded with its results (earlier versions' split had level-1 p-values m / |A|,
+# which saturate, and levels 2-3 in-sample on B: records without "variant" are that one).
+SPLIT_VARIANT = "conformal level 1 on half A, full-conformal levels 2-3 on half B plus the test example"
+IN_SAMPLE_VARIANT = "the paper's: every level in-sample on all N"
 FISHER_EPSILON = 1e-8  # keeps log finite for p = 0
 IN_DISTRIBUTION_LEVEL = 0.05
 SHARE_THRESHOLDS = ("0.001", "0.005", "0.01", "0.05", "0.1")
@@ -124,16 +132,6 @@ def reference_sets(calibration_signals: np.ndarray, method: str, seed: int = 0) 
         return ReferenceSets(method, None, calibration, calibration)
     half_a, half_b = calibration_halves(calibration.shape[0], seed)
     return ReferenceSets(method, seed, calibration[half_a], calibration[half_b])
-
-
-def _p_value_from_counts(method: str, below: np.ndarray, n_reference: int) -> np.ndarray:
-    """Level 3: (M,) int counts of reference Fisher statistics strictly below f -> (M,) float64 p-values.
-
-    in-sample: 1 − below / N; split: (1 + #{f_B ≥ f}) / (|B| + 1), with #{f_B ≥ f} = |B| − below.
-    """
-    if method == "split":
-        return (1 + (n_reference - below)) / (n_reference + 1)
-    return 1.0 - below / n_reference
 
 
 # ------------------------------------------------------------------------------------------- Numba kernels
@@ -270,45 +268,161 @@ def _fisher_statistics(simes, sorted_reference_simes):  # pragma: no cover - com
     return statistics
 
 
-def _level_1_p_values(n_reference: int, hidden: int) -> tuple[np.ndarray, float]:
-    """The level-1 p-value of a feature as a function of its count k of reference values below it:
-    p1(k) = m(k) / N with the integer m(k) = min(k, N − k).
+@numba.njit(cache=True)
+def _bag_logs(below, n_bag):  # pragma: no cover - compiled
+    """Level 2 of the calibrating members of a full-conformal bag, precomputed for both cases.
 
-    Returns numerator_of_count (N+1,) intp, m(k), and the Simes scale D / N (see _simes_statistics).
+    below: (K, L+1) intp, each member's count of other members with a smaller Simes statistic, per layer;
+    n_bag = K + 1. Returns (2, K, L+1) float64: log(p2 + 1e-8), p2 = min(b, n_bag − b) / n_bag, with
+    b = below (index 0: the test example is not below the member) and below + 1 (index 1: it is).
+    """
+    n_members, n_layers = below.shape
+    logs = np.empty((2, n_members, n_layers), dtype=np.float64)
+    for test_below in range(2):
+        for member in range(n_members):
+            for layer in range(n_layers):
+                count = below[member, layer] + test_below
+                logs[test_below, member, layer] = math.log(min(count, n_bag - count) / n_bag + FISHER_EPSILON)
+    return logs
+
+
+@numba.njit(parallel=True, cache=True)
+def _full_conformal_p_values(
+    simes, sorted_reference_simes, reference_simes, reference_logs
+):  # pragma: no cover - compiled
+    """Levels 2 and 3 of each test example in the bag of the K calibrating members and itself.
+
+    simes: (M, L+1) float64 test Simes statistics; sorted_reference_simes: (L+1, K) each layer's members'
+    statistics ascending; reference_simes: (K, L+1) the same per member; reference_logs: _bag_logs.
+    Level 2 of every bag member: p2 = min(b, K + 1 − b) / (K + 1), b = #(other bag members below it);
+    level 3: p = #(bag members with Fisher f ≥ the test's f) / (K + 1). Returns (M,) float64.
+    """
+    n_signals, n_layers = simes.shape
+    n_members = reference_simes.shape[0]
+    n_bag = n_members + 1
+    below = np.empty((n_layers, n_signals), dtype=np.intp)
+    for layer in prange(n_layers):
+        below[layer] = _count_below_each(sorted_reference_simes[layer], simes[:, layer].copy())
+    p_values = np.empty(n_signals, dtype=np.float64)
+    for row in prange(n_signals):
+        log_sum = 0.0
+        for layer in range(n_layers):  # sequential, the order the NumPy versions use
+            count = below[layer, row]
+            log_sum += math.log(min(count, n_bag - count) / n_bag + FISHER_EPSILON)
+        fisher = -2.0 * log_sum
+        at_or_above = 1  # the test example itself
+        for member in range(n_members):
+            member_sum = 0.0
+            for layer in range(n_layers):
+                test_below = np.intp(simes[row, layer] < reference_simes[member, layer])
+                member_sum += reference_logs[test_below, member, layer]
+            at_or_above += np.intp(-2.0 * member_sum >= fisher)
+        p_values[row] = at_or_above / n_bag
+    return p_values
+
+
+def _level_1_p_values(n_reference: int, hidden: int, conformal: bool) -> tuple[np.ndarray, float]:
+    """The level-1 p-value of a feature as a function of its count k of reference values below it, with
+    the integer m(k) = min(k, N − k): p1(k) = m(k) / N, or conformal (1 + m(k)) / (N + 1).
+
+    Returns numerator_of_count (N+1,) intp and the Simes scale D / denominator (see _simes_statistics).
     """
     counts = np.arange(n_reference + 1, dtype=np.intp)
-    return np.minimum(counts, n_reference - counts), hidden / n_reference
+    numerators = np.minimum(counts, n_reference - counts)
+    if conformal:
+        return numerators + 1, hidden / (n_reference + 1)
+    return numerators, hidden / n_reference
+
+
+def _below_each_other(reference_simes: np.ndarray, sorted_simes: np.ndarray) -> np.ndarray:
+    """(K, L+1) Simes statistics, (L+1, K) the same sorted per layer -> (K, L+1) intp: per layer, how many
+    of the K have a strictly smaller statistic than each."""
+    return np.stack(
+        [
+            _count_below_each(sorted_simes[layer], reference_simes[:, layer].copy())
+            for layer in range(len(sorted_simes))
+        ],
+        axis=1,
+    )
+
+
+@dataclass(frozen=True)
+class InSampleLevels:
+    """Levels 2 and 3 of the in-sample calibration: sorted_simes (L+1, N) float64, each layer's calibration
+    Simes statistics ascending; sorted_fisher (N,) float64, their in-sample Fisher statistics ascending."""
+
+    sorted_simes: np.ndarray
+    sorted_fisher: np.ndarray
+
+    @classmethod
+    def fit(cls, reference_simes: np.ndarray) -> InSampleLevels:
+        """(N, L+1) float64 calibration Simes statistics."""
+        sorted_simes = np.ascontiguousarray(np.sort(reference_simes, axis=0).T)
+        return cls(sorted_simes, np.sort(_fisher_statistics(reference_simes, sorted_simes)))
+
+    @property
+    def n(self) -> int:
+        return int(self.sorted_fisher.shape[0])
+
+    def p_values(self, simes: np.ndarray) -> np.ndarray:
+        """(M, L+1) float64 -> (M,) float64: 1 − #(calibration Fisher statistics below f) / N."""
+        below = _count_below_each(self.sorted_fisher, _fisher_statistics(simes, self.sorted_simes))
+        return 1.0 - below / self.n
+
+
+@dataclass(frozen=True)
+class FullConformalLevels:
+    """Levels 2 and 3 of the split calibration, full-conformal over half B: sorted_simes (L+1, K) float64,
+    B's Simes statistics ascending per layer; reference_simes (K, L+1) the same per member;
+    reference_logs (2, K, L+1) from _bag_logs."""
+
+    sorted_simes: np.ndarray
+    reference_simes: np.ndarray
+    reference_logs: np.ndarray
+
+    @classmethod
+    def fit(cls, reference_simes: np.ndarray) -> FullConformalLevels:
+        """(K, L+1) float64 Simes statistics of half B against half A."""
+        sorted_simes = np.ascontiguousarray(np.sort(reference_simes, axis=0).T)
+        reference_simes = np.ascontiguousarray(reference_simes)
+        below = _below_each_other(reference_simes, sorted_simes)
+        return cls(sorted_simes, reference_simes, _bag_logs(below, len(reference_simes) + 1))
+
+    @property
+    def n(self) -> int:
+        return int(self.reference_simes.shape[0])
+
+    def p_values(self, simes: np.ndarray) -> np.ndarray:
+        """(M, L+1) float64 -> (M,) float64 full-conformal p-values, at least 1 / (K + 1)."""
+        return _full_conformal_p_values(simes, self.sorted_simes, self.reference_simes, self.reference_logs)
 
 
 class MaSFCalibration:
     """Calibration signals reduced to what scoring needs; fit once, score many test sets.
 
     sorted_columns: (F, N1) float32, F = (L+1)·D, each feature's level-1 reference values ascending;
-    level_1: _level_1_p_values(N1, D); sorted_simes: (L+1, N2) float64, each layer's level-2 reference Simes
-    statistics ascending; sorted_fisher: (N2,) float64, the level-3 calibration Fisher statistics
-    ascending; method: "in-sample" or "split", seed: the split's seed (None in-sample). N1 = N2 = N
-    in-sample; |A| and |B| for split.
+    level_1: _level_1_p_values(N1, D, conformal); levels: levels 2 and 3 (InSampleLevels or
+    FullConformalLevels over N2 calibrating examples); method: "in-sample" or "split", seed: the split's
+    seed (None in-sample). N1 = N2 = N in-sample; |A| and |B| for split.
     """
 
     def __init__(
         self,
         sorted_columns: np.ndarray,
         level_1: tuple[np.ndarray, float],
-        sorted_simes: np.ndarray,
-        sorted_fisher: np.ndarray,
+        levels: InSampleLevels | FullConformalLevels,
         method: str,
         seed: int | None,
     ):
         self.sorted_columns = sorted_columns
         self.level_1 = level_1
-        self.sorted_simes = sorted_simes
-        self.sorted_fisher = sorted_fisher
+        self.levels = levels
         self.method = method
         self.seed = seed
 
     @property
     def signal_shape(self) -> tuple[int, int]:
-        n_layers = self.sorted_simes.shape[0]
+        n_layers = self.levels.sorted_simes.shape[0]
         return n_layers, self.sorted_columns.shape[0] // n_layers
 
     @property
@@ -319,23 +433,23 @@ class MaSFCalibration:
     @property
     def n_calibration(self) -> int:
         """Examples that calibrate levels 2 and 3 (N in-sample, |B| for split)."""
-        return int(self.sorted_fisher.shape[0])
+        return self.levels.n
 
     @property
     def p_value_floor(self) -> float:
-        """The smallest p-value any test example can get: that of the largest Fisher statistic, reached by
-        an example whose Simes statistic is 0 in every layer (every layer has a feature outside the
-        level-1 reference's range). In-sample that is the share of calibration examples saturated at the
-        same statistic; with few calibration examples many are a feature's extreme (p 0), and a floor
-        above the test's level (0.05) means the test can never call an input out of distribution. For
-        split it is at least 1/(|B| + 1)."""
-        simes_zero = np.zeros((1, self.sorted_simes.shape[0]), dtype=np.float64)
-        return float(self._p_values_of_simes(simes_zero)[0])
+        """The smallest p-value any test example can get: that of a Simes statistic below every calibrating
+        one in every layer (the largest Fisher statistic). In-sample, a Simes statistic is 0 once a feature
+        lies outside the calibration's range, and the floor is the share of calibration examples saturated
+        at that statistic: with few calibration examples many are, and a floor above the test's level
+        (0.05) means the test can never call an input out of distribution. Split: 1 / (|B| + 1)."""
+        simes_zero = np.zeros((1, self.signal_shape[0]), dtype=np.float64)
+        return float(self.levels.p_values(simes_zero)[0])
 
     def describe(self) -> dict:
-        """JSON-ready: the method, the split's seed, the reference sizes and the p-value floor."""
+        """JSON-ready: the method, its variant, the split's seed, the reference sizes, the p-value floor."""
         return {
             "method": self.method,
+            "variant": SPLIT_VARIANT if self.method == "split" else IN_SAMPLE_VARIANT,
             "seed": self.seed,
             "n_level_1": self.n_level_1,
             "n": self.n_calibration,
@@ -350,21 +464,15 @@ class MaSFCalibration:
         seed: which half is A (split only)."""
         sets = reference_sets(calibration_signals, method, seed)
         sorted_columns = _sorted_feature_columns(sets.level_1)
-        level_1 = _level_1_p_values(*sets.level_1.shape[::2])
+        level_1 = _level_1_p_values(*sets.level_1.shape[::2], conformal=method == "split")
         reference_simes = _simes_statistics_dynamic(sets.calibrated, sorted_columns, level_1)
-        sorted_simes = np.ascontiguousarray(np.sort(reference_simes, axis=0).T)
-        fisher = _fisher_statistics(reference_simes, sorted_simes)
-        return cls(sorted_columns, level_1, sorted_simes, np.sort(fisher), sets.method, sets.seed)
+        levels = (FullConformalLevels if method == "split" else InSampleLevels).fit(reference_simes)
+        return cls(sorted_columns, level_1, levels, sets.method, sets.seed)
 
     def p_values(self, test_signals: np.ndarray) -> np.ndarray:
         """(N_test, L+1, D) float32 -> (N_test,) float64 right-sided MaSF p-values."""
         test = _check_test(test_signals, self.signal_shape)
-        return self._p_values_of_simes(_simes_statistics_dynamic(test, self.sorted_columns, self.level_1))
-
-    def _p_values_of_simes(self, simes: np.ndarray) -> np.ndarray:
-        """(M, L+1) float64 Simes statistics -> (M,) float64 p-values (levels 2 and 3)."""
-        below = _count_below_each(self.sorted_fisher, _fisher_statistics(simes, self.sorted_simes))
-        return _p_value_from_counts(self.method, below, self.n_calibration)
+        return self.levels.p_values(_simes_statistics_dynamic(test, self.sorted_columns, self.level_1))
 
 
 # -------------------------------------------------------------------------------------- NumPy references
@@ -374,39 +482,48 @@ def masf_oracle_p_values(
     calibration_signals: np.ndarray, test_signals: np.ndarray, method: str = "in-sample", seed: int = 0
 ) -> np.ndarray:
     """(N_cal, L+1, D), (N_test, L+1, D) float32 -> (N_test,) float64: SPEC §6 transcribed level by level,
-    every ECDF a direct count over the whole reference (O(N²) comparisons)."""
+    every ECDF a direct count over the whole reference (O(N²) comparisons); split: each test example's
+    bag is half B and itself, so each member's count gains 1 where the test example is below it."""
     sets = reference_sets(calibration_signals, method, seed)
-    _, n_layers, hidden = sets.level_1.shape
+    n_level_1, n_layers, hidden = sets.level_1.shape
     test = _check_test(test_signals, (n_layers, hidden))
+    offset = int(method == "split")  # conformal level 1: (1 + m) / (N1 + 1)
+    ranks = np.arange(1, hidden + 1)
 
     def simes_statistics(signal: np.ndarray) -> list[float]:
         """(L+1, D) -> L+1 Simes statistics of level-1 p-values against the level-1 reference."""
-        n = len(sets.level_1)
         below = np.count_nonzero(sets.level_1 < signal, axis=0)  # (L+1, D)
-        numerators = np.sort(np.minimum(below, n - below), axis=1)  # p1 = numerator / n
-        ranks = np.arange(1, hidden + 1)
-        return [float((hidden / n) * (numerators[layer] / ranks).min()) for layer in range(n_layers)]
+        numerators = np.sort(offset + np.minimum(below, n_level_1 - below), axis=1)
+        scale = hidden / (n_level_1 + offset)  # p1 = numerator / (N1 + offset)
+        return [float(scale * (numerators[layer] / ranks).min()) for layer in range(n_layers)]
 
-    reference_simes = [simes_statistics(signal) for signal in sets.calibrated]
+    def counts_below(simes: list[float], reference: list[list[float]]) -> list[int]:
+        return [sum(other[layer] < simes[layer] for other in reference) for layer in range(n_layers)]
 
-    def fisher_statistic(simes: list[float]) -> float:
+    def fisher_statistic(counts: list[int], n: int) -> float:
+        """Level 2 (p2 = min(b, n − b) / n per layer) and Fisher over the layers."""
         log_sum = 0.0
-        for layer in range(n_layers):
-            n = len(reference_simes)
-            below = sum(reference[layer] < simes[layer] for reference in reference_simes)
-            log_sum += math.log(min(below, n - below) / n + FISHER_EPSILON)
+        for count in counts:
+            log_sum += math.log(min(count, n - count) / n + FISHER_EPSILON)
         return -2.0 * log_sum
 
-    reference_fisher = [fisher_statistic(simes) for simes in reference_simes]
+    reference_simes = [simes_statistics(signal) for signal in sets.calibrated]
+    reference_counts = [counts_below(simes, reference_simes) for simes in reference_simes]
+    n_reference = len(reference_simes)
+    reference_fisher = [fisher_statistic(counts, n_reference) for counts in reference_counts]  # in-sample
     p_values = []
     for signal in test:
-        fisher = fisher_statistic(simes_statistics(signal))
+        simes = simes_statistics(signal)
         if method == "split":
-            at_or_above = sum(reference >= fisher for reference in reference_fisher)
-            p_values.append((1 + at_or_above) / (len(reference_fisher) + 1))
+            fisher = fisher_statistic(counts_below(simes, reference_simes), n_reference + 1)
+            at_or_above = 1  # the test example itself
+            for member, counts in zip(reference_simes, reference_counts, strict=True):
+                bag_counts = [count + (simes[layer] < member[layer]) for layer, count in enumerate(counts)]
+                at_or_above += fisher_statistic(bag_counts, n_reference + 1) >= fisher
+            p_values.append(at_or_above / (n_reference + 1))
         else:
-            below = sum(reference < fisher for reference in reference_fisher)
-            p_values.append(1.0 - below / len(reference_fisher))
+            fisher = fisher_statistic(counts_below(simes, reference_simes), n_reference)
+            p_values.append(1.0 - sum(reference < fisher for reference in reference_fisher) / n_reference)
     return np.array(p_values, dtype=np.float64)
 
 
@@ -418,6 +535,7 @@ def masf_numpy_p_values(
     n_level_1, n_layers, hidden = sets.level_1.shape
     test = _check_test(test_signals, (n_layers, hidden))
     sorted_level_1 = np.sort(sets.level_1.reshape(n_level_1, -1), axis=0)  # (N1, F)
+    offset = int(method == "split")  # conformal level 1: (1 + m) / (N1 + 1)
     ranks = np.arange(1, hidden + 1)
     libm_log = np.frompyfunc(math.log, 1, 1)  # the C library's log, as in the Numba kernel
 
@@ -428,24 +546,49 @@ def masf_numpy_p_values(
         for feature in range(flat.shape[1]):
             below[:, feature] = np.searchsorted(sorted_level_1[:, feature], flat[:, feature], side="left")
         below = below.reshape(signals.shape)
-        numerators = np.sort(np.minimum(below, n_level_1 - below), axis=2)  # p1 = numerator / N1
-        return (hidden / n_level_1) * (numerators / ranks).min(axis=2)
+        numerators = np.sort(offset + np.minimum(below, n_level_1 - below), axis=2)
+        return (hidden / (n_level_1 + offset)) * (numerators / ranks).min(axis=2)
 
     reference_simes = simes_statistics(sets.calibrated)
     sorted_simes = np.sort(reference_simes, axis=0)  # (K, L+1)
+    n_bag = len(reference_simes) + offset  # split: B and the test example
 
-    def fisher_statistics(simes: np.ndarray) -> np.ndarray:
-        """(M, L+1) -> (M,) float64."""
-        log_sum = np.zeros(len(simes), dtype=np.float64)
+    def counts_below(simes: np.ndarray) -> np.ndarray:
+        """(M, L+1) -> (M, L+1) int: reference statistics strictly below, per layer."""
+        return np.stack(
+            [
+                np.searchsorted(sorted_simes[:, layer], simes[:, layer], side="left")
+                for layer in range(n_layers)
+            ],
+            axis=1,
+        )
+
+    def layer_logs(counts: np.ndarray) -> np.ndarray:
+        """Level-2 counts -> log(p2 + 1e-8), p2 = min(b, n − b) / n, n = n_bag."""
+        return libm_log(np.minimum(counts, n_bag - counts) / n_bag + FISHER_EPSILON).astype(np.float64)
+
+    def fisher_statistics(counts: np.ndarray) -> np.ndarray:
+        """(M, L+1) level-2 counts -> (M,) float64."""
+        log_sum = np.zeros(len(counts), dtype=np.float64)
         for layer in range(n_layers):  # sequential, in the kernel's order
-            below = np.searchsorted(sorted_simes[:, layer], simes[:, layer], side="left")
-            p2 = np.minimum(below, len(sorted_simes) - below) / len(sorted_simes)
-            log_sum += libm_log(p2 + FISHER_EPSILON).astype(np.float64)
+            log_sum += layer_logs(counts[:, layer])
         return -2.0 * log_sum
 
-    sorted_fisher = np.sort(fisher_statistics(reference_simes))
-    below = np.searchsorted(sorted_fisher, fisher_statistics(simes_statistics(test)), side="left")
-    return _p_value_from_counts(sets.method, below, len(sorted_fisher))
+    test_simes = simes_statistics(test)
+    test_fisher = fisher_statistics(counts_below(test_simes))
+    reference_counts = counts_below(reference_simes)
+    if method == "in-sample":
+        below = np.searchsorted(np.sort(fisher_statistics(reference_counts)), test_fisher, side="left")
+        return 1.0 - below / len(reference_simes)
+    logs = np.stack([layer_logs(reference_counts), layer_logs(reference_counts + 1)])  # (2, K, L+1)
+    members = np.arange(len(reference_simes))
+    p_values = np.empty(len(test), dtype=np.float64)
+    for row, (simes, fisher) in enumerate(zip(test_simes, test_fisher, strict=True)):
+        member_sum = np.zeros(len(members), dtype=np.float64)
+        for layer in range(n_layers):
+            member_sum += logs[(simes[layer] < reference_simes[:, layer]).astype(np.intp), members, layer]
+        p_values[row] = (1 + np.count_nonzero(-2.0 * member_sum >= fisher)) / n_bag
+    return p_values
 
 
 # ------------------------------------------------------------------------------------ dataset-level summary

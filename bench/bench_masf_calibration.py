@@ -244,9 +244,7 @@ def main() -> None:
             for name, (signals, seed) in models.items()
         }
         for name, figures in results["in-sample"].items():
-            print(
-                f"in-sample  {name:<15} floor {figures['floor']:.4f}  Simes {_ratios(figures['power'])}"
-            )
+            print(f"in-sample  {name:<15} floor {figures['floor']:.4f}  Simes {_ratios(figures['power'])}")
     for name in args.variants:
         variant = VARIANTS[name]
         row: dict = {kind: synthetic_validity(variant, kind, args.repeats) for kind in args.synthetic}

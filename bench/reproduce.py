@@ -19,7 +19,8 @@ from scratch, which checks the script but does not learn bAbI), for every seed o
 Everything goes to bench/results/reproduce-<scale>[-<datasets>][-seeds-<seeds>]/ (or --out). A step
 whose output exists and is newer than its inputs is skipped, so an interrupted study resumes where it
 stopped (evaluations and the overlap resume mid-step); delete a step's output to redo it and the steps
-that depend on it. A MaSF result that lacks a calibration of MASF_CALIBRATIONS is redone.
+that depend on it. A MaSF result that lacks a calibration of MASF_CALIBRATIONS, or has an older
+variant of one (CALIBRATION_VARIANTS), is redone.
 
 --masf-only trains and exports only the plain and masked models and runs MaSF: README-masf.md holds
 tables (c) and (e). A later run without it, into the same folder, reuses all of that.

@@ -12,7 +12,7 @@ from reproduce_steps import Step, fmm_fast_command
 from fmm_fast.core.records import read_record
 from fmm_fast.data.options import DataOptions
 from fmm_fast.measures.registry import PAPER_BEAM, measure_names
-from fmm_fast.protocols.masf.statistic import CALIBRATION_METHODS
+from fmm_fast.protocols.masf.statistic import CALIBRATION_METHODS, CALIBRATION_VARIANTS
 from fmm_fast.protocols.supporting_facts import run_supporting_overlap
 from fmm_fast.report.order import CANONICAL_STRATEGIES
 from fmm_fast.training.base_models import MINILM, TINY_ROBERTA, pretrained_minilm
@@ -139,11 +139,15 @@ def _has_measures(measures: Sequence[str]) -> Callable[[Path], bool]:
 
 
 def _has_calibrations(path: Path) -> bool:
-    """A masf.json with every calibration of MASF_CALIBRATIONS (an older one without them is redone)."""
+    """A masf.json with every calibration of MASF_CALIBRATIONS in its current variant (an older one, e.g.
+    from before exact ties, is redone)."""
     if not path.is_file():
         return False
-    methods = {model["calibration"].get("method") for model in read_record(path)["models"].values()}
-    return set(MASF_CALIBRATIONS) <= methods
+    calibrations = {
+        (model["calibration"].get("method"), model["calibration"].get("variant"))
+        for model in read_record(path)["models"].values()
+    }
+    return {(method, CALIBRATION_VARIANTS[method]) for method in MASF_CALIBRATIONS} <= calibrations
 
 
 def _limited(limit: int | None) -> list[str]:

@@ -116,9 +116,10 @@ def masf_table(study: Study) -> str:
         "MaSF Simes p-value of the test examples (explained tokens masked uniformly at random at each ratio; "
         "calibrated on the validation split masked as the model was trained): median over seeds, and in "
         f"parentheses the seeds whose p-value is above {IN_DISTRIBUTION_LEVEL} (in distribution). "
-        "Calibration (SPEC §6): in-sample is the paper's (not a valid p-value: fresh in-distribution inputs "
-        "score too low); split fits level 1 on a seeded half of the validation split and calibrates on the "
-        "other half (valid). The last column: the calibrating examples (split: the second half) and the "
+        "Both with exact ties. Calibration: in-sample is the paper's (not a valid p-value: fresh "
+        "in-distribution inputs score too low); split fits level 1 on a seeded half of the validation split "
+        "with conformal p-values and calibrates levels 2-3 on the other half together with each test "
+        "example (valid). The last column: the calibrating examples (split: the second half) and the "
         "median p-value floor (`MaSFCalibration.p_value_floor`, the smallest p-value the calibration "
         "allows); a floor above 0.05 means the test cannot detect anything."
     )

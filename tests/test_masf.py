@@ -12,6 +12,7 @@ from scipy import stats
 from fmm_fast.core.errors import UserError
 from fmm_fast.protocols.masf.statistic import (
     CALIBRATION_METHODS,
+    CALIBRATION_VARIANTS,
     IN_DISTRIBUTION_LEVEL,
     KERNEL_BLOCK_ROWS,
     MaSFCalibration,
@@ -336,6 +337,7 @@ def test_split_is_seeded_and_recorded():
     assert {k: described[k] for k in ("method", "seed", "n_level_1", "n")} == {
         "method": "split", "seed": 9, "n_level_1": 30, "n": 31,
     }  # fmt: skip
+    assert described["variant"] == CALIBRATION_VARIANTS["split"] != CALIBRATION_VARIANTS["in-sample"]
     assert MaSFCalibration.fit(calibration).describe()["seed"] is None
     # The seed matters: another split scores the same test rows differently.
     test = rng.standard_normal((50, 2, 8)).astype(np.float32)

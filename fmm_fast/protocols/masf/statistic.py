@@ -15,7 +15,7 @@ Two calibration methods (CALIBRATION_METHODS):
 - "in-sample" (the paper's): every level's reference is all N calibration examples, whose own levels 2
   and 3 are computed in-sample (each against all N, itself included); p = 1 − ecdf(reference f, f).
   Not a valid p-value: fresh examples of the calibration distribution score too low (SPEC §6).
-- "split" (conformal, SPLIT_VARIANT): a seeded half A is the level-1 reference, with conformal level-1
+- "split" (conformal): a seeded half A is the level-1 reference, with conformal level-1
   p-values p1 = (1 + m) / (|A| + 1) that are never 0; the other half B, scored against A like a test
   example, calibrates levels 2 and 3 full-conformally: for a test example x, levels 2 and 3 of every
   member of the bag B ∪ {x} are computed against the whole bag, and p = #{z in the bag: f_z ≥ f_x} /
@@ -45,10 +45,12 @@ from fmm_fast.core.errors import UserError
 
 MIN_CALIBRATION_EXAMPLES = 20  # per reference set: all N in-sample, each half for split
 CALIBRATION_METHODS = ("in-sample", "split")
-# What `split` computes, recorded with its results (earlier versions' split had level-1 p-values m / |A|,
-# which saturate, and levels 2-3 in-sample on B: records without "variant" are that one).
-SPLIT_VARIANT = "conformal level 1 on half A, full-conformal levels 2-3 on half B plus the test example"
-IN_SAMPLE_VARIANT = "the paper's: every level in-sample on all N"
+# What each method computes, recorded with its results as "variant". Records without it predate exact ties
+# and the conformal split (whose level-1 p-values m / |A| saturated, with levels 2-3 in-sample on B).
+CALIBRATION_VARIANTS = {
+    "in-sample": "the paper's, with exact ties",
+    "split": "conformal level 1 on half A, full-conformal levels 2-3 on half B plus the test example",
+}
 FISHER_EPSILON = 1e-8  # keeps log finite for p = 0
 IN_DISTRIBUTION_LEVEL = 0.05
 SHARE_THRESHOLDS = ("0.001", "0.005", "0.01", "0.05", "0.1")
@@ -449,7 +451,7 @@ class MaSFCalibration:
         """JSON-ready: the method, its variant, the split's seed, the reference sizes, the p-value floor."""
         return {
             "method": self.method,
-            "variant": SPLIT_VARIANT if self.method == "split" else IN_SAMPLE_VARIANT,
+            "variant": CALIBRATION_VARIANTS[self.method],
             "seed": self.seed,
             "n_level_1": self.n_level_1,
             "n": self.n_calibration,

@@ -5,12 +5,12 @@ With ecdf(sample, s) = #(sample values strictly below s) / |sample| and two_side
   1 → per feature (layer, dim): p1 = two_sided(ecdf(level-1 reference values of the feature, value));
   2 → per layer: Simes s2 = min_i (D / i) · p1_(i), calibrated: p2 = two_sided(ecdf(reference s2 of the
       layer, s2));
+  3 → Fisher over the L+1 layers: f = −2 Σ log(p2 + 1e-8), and the example's p-value from the
+      reference Fisher statistics.
 Exact ties: every p-value at levels 1 and 2 is a count share m / N, so s2 is computed as
 (D / N) · min_i (m_(i) / i) and p2 as min(b, K − b) / K, one correctly rounded division per term: examples
 whose statistics are mathematically equal (1/1 and 3/3) compare equal at the next level, whatever the
 product order (the paper's float32 (n / i) · p splits such ties by rounding).
-  3 → Fisher over the L+1 layers: f = −2 Σ log(p2 + 1e-8), and the example's p-value from the
-      reference Fisher statistics.
 Two calibration methods (CALIBRATION_METHODS):
 - "in-sample" (the paper's): every level's reference is all N calibration examples, whose own levels 2
   and 3 are computed in-sample (each against all N, itself included); p = 1 − ecdf(reference f, f).

@@ -248,15 +248,15 @@ def _simes_statistics_dynamic(
 
 
 @numba.njit(parallel=True, cache=True)
-def _fisher_statistics(simes, sorted_reference_simes):  # pragma: no cover - compiled
+def _fisher_statistics(simes, sorted_reference_simes, n_reference):  # pragma: no cover - compiled
     """Level 2's calibration and level 3's Fisher statistic of each example.
 
     simes: (M, L+1) float64; sorted_reference_simes: (L+1, K) float64, each layer's reference Simes
-    statistics ascending. p2 = min(b, K − b) / K with b = #(reference < s2): one division, so equal shares
-    tie exactly (min(c, 1 − c) would not: 1 − 7/10 ≠ 3/10 in floating point). Returns (M,) float64.
+    statistics ascending; n_reference: the level-2 sample size, K (in-sample) or K + 1 (a full-conformal bag
+    of the K and the example). p2 = min(b, n − b) / n with b = #(reference < s2): one division, so equal
+    shares tie exactly (min(c, 1 − c) would not: 1 − 7/10 ≠ 3/10 in floating point). Returns (M,) float64.
     """
     n_signals, n_layers = simes.shape
-    n_reference = sorted_reference_simes.shape[1]
     below = np.empty((n_layers, n_signals), dtype=np.intp)
     for layer in prange(n_layers):
         below[layer] = _count_below_each(sorted_reference_simes[layer], simes[:, layer].copy())
@@ -289,37 +289,26 @@ def _bag_logs(below, n_bag):  # pragma: no cover - compiled
 
 
 @numba.njit(parallel=True, cache=True)
-def _full_conformal_p_values(
-    simes, sorted_reference_simes, reference_simes, reference_logs
-):  # pragma: no cover - compiled
-    """Levels 2 and 3 of each test example in the bag of the K calibrating members and itself.
+def _full_conformal_p_values(simes, fisher, reference_simes, reference_logs):  # pragma: no cover - compiled
+    """Level 3 of each test example in the bag of the K calibrating members and itself.
 
-    simes: (M, L+1) float64 test Simes statistics; sorted_reference_simes: (L+1, K) each layer's members'
-    statistics ascending; reference_simes: (K, L+1) the same per member; reference_logs: _bag_logs.
-    Level 2 of every bag member: p2 = min(b, K + 1 − b) / (K + 1), b = #(other bag members below it);
-    level 3: p = #(bag members with Fisher f ≥ the test's f) / (K + 1). Returns (M,) float64.
+    simes: (M, L+1) float64 test Simes statistics; fisher: (M,) their Fisher statistics in the bag
+    (_fisher_statistics with n_reference K + 1); reference_simes: (K, L+1) the members' statistics;
+    reference_logs: _bag_logs. A member's level 2 counts the test example when it is below the member.
+    p = #(bag members with Fisher f ≥ the test's f) / (K + 1). Returns (M,) float64.
     """
     n_signals, n_layers = simes.shape
     n_members = reference_simes.shape[0]
-    n_bag = n_members + 1
-    below = np.empty((n_layers, n_signals), dtype=np.intp)
-    for layer in prange(n_layers):
-        below[layer] = _count_below_each(sorted_reference_simes[layer], simes[:, layer].copy())
     p_values = np.empty(n_signals, dtype=np.float64)
     for row in prange(n_signals):
-        log_sum = 0.0
-        for layer in range(n_layers):  # sequential, the order the NumPy versions use
-            count = below[layer, row]
-            log_sum += math.log(min(count, n_bag - count) / n_bag + FISHER_EPSILON)
-        fisher = -2.0 * log_sum
         at_or_above = 1  # the test example itself
         for member in range(n_members):
             member_sum = 0.0
             for layer in range(n_layers):
                 test_below = np.intp(simes[row, layer] < reference_simes[member, layer])
                 member_sum += reference_logs[test_below, member, layer]
-            at_or_above += np.intp(-2.0 * member_sum >= fisher)
-        p_values[row] = at_or_above / n_bag
+            at_or_above += np.intp(-2.0 * member_sum >= fisher[row])
+        p_values[row] = at_or_above / (n_members + 1)
     return p_values
 
 
@@ -360,7 +349,9 @@ class InSampleLevels:
     def fit(cls, reference_simes: np.ndarray) -> InSampleLevels:
         """(N, L+1) float64 calibration Simes statistics."""
         sorted_simes = np.ascontiguousarray(np.sort(reference_simes, axis=0).T)
-        return cls(sorted_simes, np.sort(_fisher_statistics(reference_simes, sorted_simes)))
+        return cls(
+            sorted_simes, np.sort(_fisher_statistics(reference_simes, sorted_simes, len(reference_simes)))
+        )
 
     @property
     def n(self) -> int:
@@ -368,7 +359,7 @@ class InSampleLevels:
 
     def p_values(self, simes: np.ndarray) -> np.ndarray:
         """(M, L+1) float64 -> (M,) float64: 1 − #(calibration Fisher statistics below f) / N."""
-        below = _count_below_each(self.sorted_fisher, _fisher_statistics(simes, self.sorted_simes))
+        below = _count_below_each(self.sorted_fisher, _fisher_statistics(simes, self.sorted_simes, self.n))
         return 1.0 - below / self.n
 
 
@@ -396,7 +387,8 @@ class FullConformalLevels:
 
     def p_values(self, simes: np.ndarray) -> np.ndarray:
         """(M, L+1) float64 -> (M,) float64 full-conformal p-values, at least 1 / (K + 1)."""
-        return _full_conformal_p_values(simes, self.sorted_simes, self.reference_simes, self.reference_logs)
+        fisher = _fisher_statistics(simes, self.sorted_simes, self.n + 1)
+        return _full_conformal_p_values(simes, fisher, self.reference_simes, self.reference_logs)
 
 
 class MaSFCalibration:

@@ -1,4 +1,4 @@
-"""Benchmark whole recursive-erasure curves (SPEC §4): wall time per measure, and the LOO curve against a
+"""Benchmark whole recursive-erasure curves (method.md §4): wall time per measure, and the LOO curve against a
 straightforward PyTorch version of the same curve.
 
     .venv/bin/python bench/bench_curve.py [--quick] [--limit N] [--beam-sentences N]
@@ -8,8 +8,9 @@ Per measure: `protocols.erasure.ErasureRun` (in a temporary directory) on the fi
 sentences (default 872, the size of SST2's test split), occlusion on ONNX Runtime fp32, gradient measures
 on the PyTorch checkpoint, as `fmm-fast evaluate` runs them. Beam runs on a seeded random subset and its
 time is extrapolated to N per sentence. LOO and beam are set beside the reference implementation's
-per-seed times on one V100 (SPEC §7: SST2 LOO curve 15 min, beam-10 22 min; RoBERTa-base, 12 layers of 768,
-about 8× the FLOPs per token of MiniLM-L6): a ratio of wall times, not a like-for-like comparison.
+per-seed times on one V100 (docs/method.md §7: SST2 LOO curve 15 min, beam-10 22 min; RoBERTa-base, 12
+layers of 768, about 8× the FLOPs per token of MiniLM-L6): a ratio of wall times, not a like-for-like
+comparison.
 
 Then the recursive LOO curve on 200 sentences (one run each, no repeats: they take minutes): fmm-fast on
 ORT fp32 (its time includes the `rand` baseline curve every run computes) against the straightforward
@@ -65,7 +66,7 @@ BEAM = "beam-sign-10"
 LOO = "loo-abs"
 METRIC = DATASETS[DATASET].metric
 SST2_TEST_SIZE = 872
-# SPEC §7: the reference code's wall time per seed on one V100, RoBERTa-base, SST2 test (872 sentences)
+# method.md §7: the reference code's wall time per seed on one V100, RoBERTa-base, SST2 test (872 sentences)
 REFERENCE_V100_SECONDS = {LOO: 15 * 60, BEAM: 22 * 60}
 SCORING_BATCH = 32  # rows per scoring batch of the straightforward curve
 
@@ -194,7 +195,7 @@ def measure_times(
 
 def _timing(result: dict, name: str, target_sentences: int) -> dict:
     """A measure's seconds from `result`, scaled per sentence to `target_sentences` and to SST2's 872, with
-    the ratio to the reference's V100 time where SPEC §7 gives one."""
+    the ratio to the reference's V100 time where docs/method.md §7 gives one."""
     measured = result["measures"][name]["seconds"]
     per_sentence = measured / result["n_examples"]
     reference = REFERENCE_V100_SECONDS.get(name)

@@ -1,9 +1,9 @@
-"""Benchmark the MaSF p-value implementations for both calibrations (SPEC §6): Numba kernels vs NumPy
+"""Benchmark the MaSF p-value implementations for both calibrations (method.md §6): Numba kernels vs NumPy
 searchsorted vs the counting oracle.
 
     .venv/bin/python bench/bench_masf.py [--quick] [--sizes N_CAL N_TEST N_ORACLE] [--repeat N] [--json PATH]
 
-Workload (SPEC §6 sizes of a MiniLM-L6-like model): N_cal calibration signals and N_test test signals of
+Workload (method.md §6 sizes of a MiniLM-L6-like model): N_cal calibration signals and N_test test signals of
 (L+1)×D = 7×384 features, standard-normal float32 with a fixed seed; goal: Numba ≥ 5× NumPy at N_cal 2,000
 with 10,000 test rows (the default sizes). Each method is timed on fit + p-values, best of --repeat runs (the
 machine may be shared; the best run is the least disturbed), for the in-sample and the split calibration.

@@ -1,4 +1,4 @@
-"""How far the paper's float32 arithmetic moves MaSF p-values from fmm-fast's exact ties (SPEC §6).
+"""How far the paper's float32 arithmetic moves MaSF p-values from fmm-fast's exact ties (docs/method.md §6).
 
     .venv/bin/python bench/bench_masf_ties.py [--repeats R] [--n-calibration N] [--n-test M] [--json PATH]
 

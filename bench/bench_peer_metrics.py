@@ -1,4 +1,4 @@
-"""Benchmark the SPEC §8 peer metrics (AOPC comprehensiveness, AOPC sufficiency, τ-LOO) of loo-abs.
+"""Benchmark the docs/method.md §8 peer metrics (AOPC comprehensiveness, AOPC sufficiency, τ-LOO) of loo-abs.
 
     .venv/bin/python bench/bench_peer_metrics.py [--quick] [--device cpu|cuda] [--sentences N]
                                                  [--repeat N] [--json PATH]

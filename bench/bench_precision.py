@@ -15,7 +15,7 @@ own rand curve, as the demo does) it reports, bf16 against fp32:
   - per measure, the share of examples whose erasure mask is identical at each step r = 0.1 … 1;
   - MaSF (in-sample and split calibration on the whole validation split): the Simes p-value per ratio
     and its largest shift.
-Decision rule (issue 14): `auto` becomes the default only if every |ΔRACU| ×100 ≤ 1 and every agreement
+Decision rule: `auto` becomes the default only if every |ΔRACU| ×100 ≤ 1 and every agreement
 ≥ 99.5%; otherwise fp32 stays the default and bf16 is opt-in. Writes OUT/DATASET/study.json per dataset, then
 OUT/precision.json and OUT/precision.md over every dataset studied into OUT so far (run the datasets in
 separate invocations to give them different sizes, e.g. fewer beam sentences on bAbI's longer passages).
@@ -268,7 +268,7 @@ def study(
 
 # ---------------------------------------------------------------------------------------------- output
 def decide(studies: list[dict]) -> dict:
-    """Issue 14's rule: auto the default only if every |ΔRACU| ×100 ≤ 1 and every agreement ≥ 99.5%.
+    """The study's rule: auto the default only if every |ΔRACU| ×100 ≤ 1 and every agreement ≥ 99.5%.
 
     An undefined RACU (NaN: rand's curve is flat, e.g. an untrained model) cannot pass the rule."""
     deltas = [row["abs_delta_racu_x100"] for s in studies for row in s["measures"]]

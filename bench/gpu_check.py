@@ -41,7 +41,7 @@ from fmm_fast.measures.beam import BeamSearch, beam_forward_bound
 from fmm_fast.protocols.erasure import ErasureRun
 from fmm_fast.training.models import load_checkpoint
 
-PAPER_V100_MINUTES = {"loo curve": 15.0, "beam-10 curve": 22.0}  # SPEC §7, RoBERTa-base, SST2 test (872)
+PAPER_V100_MINUTES = {"loo curve": 15.0, "beam-10 curve": 22.0}  # method.md §7, RoBERTa-base, SST2 test (872)
 
 
 def timed(run, device: str):

@@ -11,7 +11,7 @@ from scratch, which checks the script but does not learn bAbI), for every seed o
   2. `fmm-fast evaluate` of the masked model: recursive-erasure curves of the nine measures besides beam
      on `eval_limit` test examples, and of beam-sign-10 on the first `beam_limit` of them;
   3. `fmm-fast masf --model plain.onnx --model masked.onnx --calibration in-sample --calibration split`:
-     MaSF p-values versus masking ratio, both calibrations (SPEC §6) on the same signals;
+     MaSF p-values versus masking ratio, both calibrations (docs/method.md §6) on the same signals;
   4. bAbI: supporting-fact overlap of every measure's top-k on the masked model (protocols.supporting_facts);
   5. `fmm-fast report` over all evaluations, then README-tables.md: (a) performance, (b) RACU/ACU,
      (c) MaSF, (d) supporting-fact overlap, (e) command, settings and the wall time of every step;

@@ -108,7 +108,7 @@ SCALES = {
             ),
         ),
     ),
-    # The paper's data sizes and epochs (SPEC §2; movie-snippets takes the registry's 10), its learning
+    # The paper's data sizes and epochs (method.md §2; movie-snippets takes the registry's 10), its learning
     # rate for the pretrained model, the whole test split everywhere.
     "paper": Scale(
         "paper",

@@ -63,10 +63,10 @@ def performance_table(study: Study) -> str:
         "Test-split primary metric ×100 of the best checkpoint (train's run.json; explained tokens masked "
         "uniformly at random at 50% and 100%): mean over seeds and 95% BCa bootstrap CI. Majority baseline: "
         "the metric of always predicting the most frequent test label. Converged: bAbI seeds whose unmasked "
-        "metric here is above 50 (SPEC §5). Tables (b) and (d) apply the rule as `fmm-fast report` does, to "
-        "the unmasked metric of the examples the curves ran on: with few of them a seed that converged here "
-        "can be dropped there (listed under (b)). 100% masked vs baseline: above or below when the CI "
-        "excludes the baseline, else 'at (CI covers it)'."
+        "metric here is above 50 (docs/method.md §5). Tables (b) and (d) apply the rule as `fmm-fast report` "
+        "does, to the unmasked metric of the examples the curves ran on: with few of them a seed that "
+        "converged here can be dropped there (listed under (b)). 100% masked vs baseline: above or below "
+        "when the CI excludes the baseline, else 'at (CI covers it)'."
     )
     return f"{caption}\n\n{markdown_table(header, rows)}"
 
@@ -127,7 +127,7 @@ def masf_table(study: Study) -> str:
 
 
 def converged_seeds(study: Study, plan: DatasetPlan) -> list[int]:
-    """Seeds whose masked model converged on the evaluated examples (the report's rule, SPEC §5)."""
+    """Seeds whose masked model converged on the evaluated examples (the report's rule, docs/method.md §5)."""
     kept = []
     for seed in study.scale.seeds:
         result = load_result(study.evaluation(plan.dataset, seed, "curves") / f"seed-{seed}" / "result.json")

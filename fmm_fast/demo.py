@@ -97,7 +97,7 @@ def run_demo(out: Path, config: DemoConfig) -> dict:
         lap(f"evaluate-{name}")
     # Calibrate on the whole validation split (disjoint from train whatever the size): a capped one of a
     # few hundred sentences saturates MaSF's in-sample calibration (MaSFCalibration.p_value_floor). Both
-    # calibrations score the same signals: the paper's in-sample one and the valid split one (SPEC §6).
+    # calibrations score the same signals: the paper's in-sample one and the valid split one (method.md §6).
     masf_settings = MasfSettings(
         (str(onnx_path),),
         replace(config.data(config.eval_limit), size=None),

@@ -1,4 +1,5 @@
-"""Beam search explanation (SPEC §3): hand-worked cases, exhaustive oracle, per-example reference, counts."""
+"""Beam search explanation (docs/method.md §3): hand-worked cases, exhaustive oracle, per-example reference,
+counts."""
 
 from __future__ import annotations
 

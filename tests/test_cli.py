@@ -6,6 +6,7 @@ import csv
 import json
 
 import pytest
+from test_user_texts import assert_self_contained
 
 from fmm_fast.cli import main
 
@@ -44,7 +45,9 @@ def test_evaluate_writes_record_csv_and_plot(tiny_babi, tmp_path, capsys):
     header = (out / "curves.csv").read_text().splitlines()[0]
     assert header.startswith("seed,measure,ratio")
     assert (out / "curves.png").stat().st_size > 1000
-    assert "RACU" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "RACU" in printed
+    assert_self_contained(printed, "evaluate's printed lines")
 
 
 def test_explain_writes_jsonl_and_html(tiny_babi, tmp_path):
@@ -102,7 +105,9 @@ def test_masf_on_the_onnx_model(tiny_babi, tmp_path, capsys):
         30,
     )
     p_values = _p_values_csv(out / "p_values.csv")
-    err = capsys.readouterr().err
+    captured = capsys.readouterr()
+    err = captured.err
+    assert_self_contained(captured.out + err, "masf's printed lines")
     for label, summary in record["models"].items():
         assert [round(s["ratio"], 1) for s in summary["per_ratio"]] == [round(0.1 * j, 1) for j in range(11)]
         assert summary["calibration"]["strategy"] == "masked"

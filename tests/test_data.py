@@ -22,7 +22,7 @@ from fmm_fast.data.local import display_name
 
 SPLITS = ("train", "validation", "test")
 
-# SPEC §2: default epochs and primary metric of the paper's 16 datasets.
+# docs/method.md §2: default epochs and primary metric of the paper's 16 datasets.
 PAPER = {
     "babi-1": (20, "micro_f1"),
     "babi-2": (20, "micro_f1"),

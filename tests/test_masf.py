@@ -1,4 +1,5 @@
-"""MaSF statistics (SPEC §6): Numba kernels vs the counting oracle, calibration behaviour, summary, errors."""
+"""MaSF statistics (docs/method.md §6): Numba kernels vs the counting oracle, calibration behaviour, summary,
+errors."""
 
 from __future__ import annotations
 
@@ -94,7 +95,7 @@ def test_count_below_each_is_searchsorted_left(size):
 def exact_p_values(
     calibration: np.ndarray, test: np.ndarray, method: str = "in-sample", seed: int = 0
 ) -> np.ndarray:
-    """SPEC §6 in exact rational arithmetic (fractions.Fraction) up to the Fisher sum: p1, s2 and p2 are
+    """docs/method.md §6 in exact rational arithmetic (fractions.Fraction) up to the Fisher sum: p1, s2 and p2 are
     Fractions, so mathematically equal statistics are equal; log takes float(p2), correctly rounded.
     split: p1 = (1 + m) / (|A| + 1), and levels 2-3 over the bag of half B and the test example, recomputed
     from scratch for every test example."""
@@ -189,7 +190,8 @@ def test_kernels_match_exact_rational_arithmetic_on_tied_data(method):
 
 
 def old_text_p_values(calibration: np.ndarray, test: np.ndarray) -> np.ndarray:
-    """The OLD SPEC §6 text, brute force: Fisher directly on the Simes statistics (no level-2 calibration)."""
+    """The earlier MaSF statistic, brute force: Fisher directly on the Simes statistics (no level-2
+    calibration)."""
     n, _, hidden = calibration.shape
 
     def fisher(signal: np.ndarray) -> float:
@@ -307,7 +309,7 @@ def test_split_calibration_is_a_valid_p_value(draw):
 
 
 def test_in_sample_calibration_fails_the_validity_check():
-    # The known property of the paper's calibration (SPEC §6): fresh examples score too low.
+    # The known property of the paper's calibration (docs/method.md §6): fresh examples score too low.
     share, _, high = share_below_five_percent("in-sample", 0)
     assert share > high
 

@@ -1,4 +1,4 @@
-"""Training masking (SPEC §2) and share-of-explained masking: who gets masked, how much, reproducibly."""
+"""Training masking (method.md §2) and share-of-explained masking: who gets masked, how much, reproducibly."""
 
 from __future__ import annotations
 

@@ -44,7 +44,7 @@ def one_hot_gradients(
 
 
 def autograd_oracle(backend: TinyBertBackend, batch, name: str, ig_steps: int = 3) -> np.ndarray:
-    """Per row, per explained token: the SPEC formula evaluated from the one-hot gradient g Wᵀ."""
+    """Per row, per explained token: the formula of method.md §3 evaluated from the one-hot gradient g Wᵀ."""
     out = np.zeros(batch.input_ids.shape)
     for row, x in enumerate(unpad(batch.input_ids, batch.attention_mask)):
         label = int(batch.labels[row])

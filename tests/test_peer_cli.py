@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from test_cli import data_flags
+from test_user_texts import assert_self_contained
 
 from fmm_fast.cli import main
 
@@ -52,6 +53,7 @@ def test_aopc_protocol_scores_builtin_and_external_explanations(tiny_babi, tmp_p
     )
     printed = capsys.readouterr().out
     assert "AOPC comp" in printed and "outside" in printed
+    assert_self_contained(printed, "evaluate --protocol aopc's printed lines")
     # a second run into the same directory changes nothing and says so
     assert main(argv) == 2
     assert "already holds results" in capsys.readouterr().err
@@ -59,6 +61,7 @@ def test_aopc_protocol_scores_builtin_and_external_explanations(tiny_babi, tmp_p
     assert main(["report", str(out), "--out", str(tmp_path / "report")]) == 0
     table = (tmp_path / "report" / "peer-metrics.md").read_text()
     assert "| outside |" in table and "AOPC comp" in table and "AOPC comp" in capsys.readouterr().out
+    assert_self_contained(table, "peer-metrics.md")
 
 
 def test_recursive_protocol_refuses_external_explanations(tiny_babi, tmp_path, capsys):

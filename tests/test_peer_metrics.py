@@ -1,4 +1,5 @@
-"""SPEC §8 peer metrics: hand-computed values, k_q rounding, and the engine path against the plain loop."""
+"""Peer metrics (docs/method.md §8): hand-computed values, k_q rounding, and the engine path against the
+plain loop."""
 
 from __future__ import annotations
 

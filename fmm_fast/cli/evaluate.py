@@ -1,5 +1,5 @@
 """`fmm-fast evaluate`: recursive erasure curves with ACU/RACU for one model (resumable), or with
-`--protocol aopc` the SPEC §8 peer metrics of built-in measures and external explanations."""
+`--protocol aopc` the peer metrics (AOPC, τ-LOO) of built-in measures and external explanations."""
 
 from __future__ import annotations
 
@@ -63,8 +63,9 @@ def evaluate(
     quiet: QuietOption = False,
     protocol: str = typer.Option(
         "recursive",
-        help="recursive: SPEC §4 erasure curves. aopc: SPEC §8 AOPC comprehensiveness, AOPC sufficiency and "
-        "τ-LOO per example, plus a non-recursive erasure curve (ranking computed once).",
+        help="recursive: recursive erasure curves (docs/method.md §4). aopc: AOPC comprehensiveness, AOPC "
+        "sufficiency and "
+        "τ-LOO per example, plus a non-recursive erasure curve (ranking computed once; docs/method.md §8).",
     ),
     explanations: list[Path] = typer.Option(
         [],
@@ -77,7 +78,7 @@ def evaluate(
     backend: BackendOptions,
     scale: ScaleOptions | None,
 ) -> None:
-    """Recursive erasure at r = 0, 0.1, ..., 1 (SPEC §4) and ACU/RACU against `rand` (SPEC §5).
+    """Recursive erasure at r = 0, 0.1, ..., 1 and ACU/RACU against `rand` (docs/method.md §4, §5).
 
     Finished steps are saved as they complete: rerun the same command to resume an interrupted run (only
     the same model file content, data options and precision resume). Writes OUT/seed-S/result.json (one per
@@ -85,9 +86,9 @@ def evaluate(
     erasures of a shard of the examples; finished shards are saved, so a rerun resumes too (with the same
     worker count).
 
-    With --protocol aopc every explanation is computed once on the unmasked input and scored with SPEC §8's
-    metrics (dataset means with 95% bootstrap CIs) and a non-recursive erasure curve; writes
-    OUT/seed-S/peer.jsonl (per example) and OUT/seed-S/result.json.
+    With --protocol aopc every explanation is computed once on the unmasked input and scored with the peer
+    metrics of docs/method.md §8 (dataset means with 95% bootstrap CIs) and a non-recursive erasure curve;
+    writes OUT/seed-S/peer.jsonl (per example) and OUT/seed-S/result.json.
     """
     # these load Numba and SciPy: imported on use, so --help starts fast
     from fmm_fast.distributed.pool import open_pool
@@ -205,7 +206,7 @@ def _evaluate_aopc(
     engine: MaskBatchEngine,
     quiet: bool,
 ) -> None:
-    """--protocol aopc: the SPEC §8 metrics of every measure and explanations file, per seed."""
+    """--protocol aopc: the peer metrics of every measure and explanations file, per seed."""
     from fmm_fast.protocols.aopc import PeerRunSettings, render_peer_table, run_peer_evaluation
 
     for s in seeds:
@@ -233,7 +234,7 @@ def _evaluate_aopc(
         )
         print(
             f"\nseed {s}: {record['dataset']}/{record['split']}, {record['n_examples']} examples, "
-            f"protocol aopc (SPEC §8), curve metric {record['metric']}"
+            f"protocol aopc (peer metrics, ranking computed once), curve metric {record['metric']}"
         )
         print(render_peer_table(record))
         print(f"→ {out / f'seed-{s}' / 'result.json'}, per example {out / f'seed-{s}' / 'peer.jsonl'}")

@@ -61,12 +61,12 @@ def masf(
     backend: BackendOptions,
     scale: ScaleOptions | None,
 ) -> None:
-    """MaSF p-values versus masking ratio: are masked inputs in distribution? (SPEC §6)
+    """MaSF p-values versus masking ratio: are masked inputs in distribution? (docs/method.md §6)
 
     Calibrates on the validation split masked as the model was trained, then tests the test split at masking
     ratios 0, 0.1, ..., 1 (random masking of explained tokens, or the sets an evaluation saved).
     "In distribution" = Simes summary above 0.05. --calibration in-sample (the paper's) is not a valid
-    p-value: fresh in-distribution inputs score too low; --calibration split is (SPEC §6).
+    p-value: fresh in-distribution inputs score too low; --calibration split is (docs/method.md §6).
     --size caps the calibration set too: leave it out to calibrate on the whole validation split,
     which stays disjoint from a capped run's train split; an in-sample calibration of a few hundred
     examples saturates (see the p-value floor it reports), the split one does not. Each model's result is

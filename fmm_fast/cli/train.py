@@ -1,4 +1,4 @@
-"""`fmm-fast train`: masked fine-tuning (SPEC §2) → a checkpoint directory and run.json."""
+"""`fmm-fast train`: masked fine-tuning (docs/method.md §2) → a checkpoint directory and run.json."""
 
 from __future__ import annotations
 

@@ -100,7 +100,7 @@ class RunSettings:
 
 @dataclass(frozen=True)
 class TrainSettings(RunSettings):
-    """One masked fine-tuning run (SPEC §2).
+    """One masked fine-tuning run (docs/method.md §2).
 
     model: tiny-roberta, a Hugging Face model name or a local model directory. epochs None: the dataset's
     paper default. max_steps caps the optimizer steps. layers/width only apply to tiny-roberta.
@@ -144,7 +144,7 @@ class TrainSettings(RunSettings):
 
 @dataclass(frozen=True)
 class EvaluationSettings(RunSettings):
-    """One seed of recursive erasure (SPEC §4–5) of `measures` on a model.
+    """One seed of recursive erasure (docs/method.md §4–5) of `measures` on a model.
 
     seed: seed of the `rand` baseline. measure_options: cost knobs passed to every measure (e.g. ig_steps),
     see fmm_fast.measures.registry. The fingerprint leaves out the measure list (a rerun may add measures),
@@ -174,7 +174,7 @@ class EvaluationSettings(RunSettings):
 
 @dataclass(frozen=True)
 class ExplainSettings(RunSettings):
-    """Importance scores of one or more measures for the examples of a split (SPEC §3); seed drives
+    """Importance scores of one or more measures for the examples of a split (docs/method.md §3); seed drives
     `rand`."""
 
     model: str
@@ -195,7 +195,7 @@ class ExplainSettings(RunSettings):
 
 @dataclass(frozen=True)
 class MasfSettings(RunSettings):
-    """MaSF p-values versus masking ratio (SPEC §6) for one or more models.
+    """MaSF p-values versus masking ratio (docs/method.md §6) for one or more models.
 
     seed: of the calibration and random test masking. measure + evaluation: test the masked sets that
     `fmm-fast evaluate --save-masked` saved for `measure` in the seed directory `evaluation`, instead of

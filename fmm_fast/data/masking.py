@@ -1,4 +1,4 @@
-"""Random masking: the training recipe's half-batch masking (SPEC §2) and share-of-explained masking.
+"""Random masking: the training recipe's half-batch masking (method.md §2) and share-of-explained masking.
 
 Training (`mask_training_batch`): in every mini-batch the first floor(B/2) rows stay untouched and
 each of the remaining B - floor(B/2) rows draws its own ratio r ~ U[0, 1) and masks each of its
@@ -51,7 +51,7 @@ def mask_training_batch(
     mask_id: int,
     generator: np.random.Generator | torch.Generator,
 ) -> Batch:
-    """Mask one padded training batch (SPEC §2); returns a new (B, T) int64 array of the input's kind.
+    """Mask one padded training batch (method.md §2); returns a new (B, T) int64 array of the input's kind.
 
     input_ids: (B, T) int64, numpy or torch. maskable: (B, T) bool, False on specials and padding.
     generator: np.random.Generator for numpy input, torch.Generator (on the batch's device) for torch.
@@ -114,7 +114,7 @@ def random_masking(
 
 
 def masked_count(ratio: float, explained_count: np.ndarray | int) -> np.ndarray:
-    """floor(float32(ratio) · float32(n)) per example (SPEC §4); (N,) int64 for (N,) counts."""
+    """floor(float32(ratio) · float32(n)) per example (docs/method.md §4); (N,) int64 for (N,) counts."""
     product = np.float32(ratio) * np.asarray(explained_count, dtype=np.float32)
     return np.floor(product).astype(np.int64)
 

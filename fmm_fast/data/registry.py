@@ -1,4 +1,4 @@
-"""The dataset registry (SPEC §2) and `load_dataset`, which also reads a user's local file."""
+"""The dataset registry (docs/method.md §2) and `load_dataset`, which also reads a user's local file."""
 
 from __future__ import annotations
 

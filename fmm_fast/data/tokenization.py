@@ -1,4 +1,4 @@
-"""Text splits → ragged token arrays with per-token explained / maskable flags (SPEC §1)."""
+"""Text splits → ragged token arrays with per-token explained / maskable flags (docs/method.md §1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Beam search explanation (SPEC §3 "Beam search explanation"): beam-sign-B.
+"""Beam search explanation (docs/method.md §3 "Beam search explanation"): beam-sign-B.
 
 :class:`BeamSearch` runs all rows of a batch in lock-step: at each of the n steps every row's children go
 to the engine in one call, so the model sees a few large batches instead of one pass per child.
@@ -188,7 +188,7 @@ def beam_search_reference(
     mask_id: int,
     beam_size: int,
 ) -> np.ndarray:
-    """SPEC §3 beam search for one example, written plainly: a list of candidates, pairwise duplicate
+    """method.md §3 beam search for one example, written plainly: a list of candidates, pairwise duplicate
     checks and one score_fn call per child.
 
     score_fn: (T,) int64 token ids -> (C,) logits; called once for x and once per kept child (never when

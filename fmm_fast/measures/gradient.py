@@ -1,4 +1,4 @@
-"""Gradient measures (SPEC §3): grad-l1, grad-l2, inp-grad-{sign,abs}, int-grad-{sign,abs}.
+"""Gradient measures (docs/method.md §3): grad-l1, grad-l2, inp-grad-{sign,abs}, int-grad-{sign,abs}.
 
 All of them reduce the gradient g_t = ∂ logit_y / ∂ e_t of the gold-label logit with respect to the input
 word embedding e_t = W[x_t]. One helper, :func:`path_gradients`, computes g (or its integrated-gradients

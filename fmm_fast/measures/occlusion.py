@@ -1,4 +1,4 @@
-"""Leave-one-out occlusion (SPEC §3): loo-sign and loo-abs."""
+"""Leave-one-out occlusion (docs/method.md §3): loo-sign and loo-abs."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The `rand` baseline measure (SPEC §3): U[0, 1) per explained token, redrawn at every call."""
+"""The `rand` baseline measure (docs/method.md §3): U[0, 1) per explained token, redrawn at every call."""
 
 from __future__ import annotations
 

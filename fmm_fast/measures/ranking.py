@@ -1,4 +1,4 @@
-"""The ranking every fixed-explanation metric shares (SPEC §4, §8): explained tokens by descending score,
+"""The ranking every fixed-explanation metric shares (method.md §4, §8): explained tokens by descending score,
 ties to the earlier position; tokens that are not explained never rank."""
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""`fmm-fast evaluate --protocol aopc`: SPEC §8 metrics for built-in measures and external explanations.
+"""`fmm-fast evaluate --protocol aopc`: method.md §8 metrics for built-in measures and external explanations.
 
 Every explanation is computed (or read) once on the unmasked inputs. Per example it gets AOPC
-comprehensiveness, AOPC sufficiency and τ-LOO (SPEC §8) and the masking of its top floor(r·n) tokens at
+comprehensiveness, AOPC sufficiency and τ-LOO (method.md §8) and the masking of its top floor(r·n) tokens at
 every erasure ratio, which gives a non-recursive erasure curve with ACU/RACU against `rand` ranked the
-same way (SPEC §5). Writes <run_dir>/peer.jsonl (one line per measure and example) and
+same way (docs/method.md §5). Writes <run_dir>/peer.jsonl (one line per measure and example) and
 <run_dir>/result.json (kind "peer-metrics": dataset means with 95% BCa bootstrap CIs over examples).
 """
 

@@ -1,4 +1,4 @@
-"""Peer faithfulness metrics on masked models (SPEC §8): AOPC comprehensiveness, AOPC sufficiency, τ-LOO,
+"""Peer faithfulness metrics on masked models (method.md §8): AOPC comprehensiveness, AOPC sufficiency, τ-LOO,
 and the non-recursive erasure curve of the same fixed ranking.
 
 The ranking is computed once on the unmasked input, so any per-token scores work: a built-in measure's
@@ -60,7 +60,7 @@ def kendall_tau_b(scores: np.ndarray, drops: np.ndarray) -> tuple[float, str | N
 
 @dataclass
 class PeerScores:
-    """The SPEC §8 values of one example under one explanation.
+    """The docs/method.md §8 values of one example under one explanation.
 
     n: explained tokens; probability: p(y|x); top_counts: (10,) k_q; comprehensiveness, sufficiency:
     (10,) float64 per threshold (nan when n = 0); tau_loo: nan when undefined, with the reason in
@@ -116,7 +116,7 @@ def example_variants(
 
     input_ids, explained, scores: (T,). Returns 1 + 10 + 10 + R + n arrays of shape (T,): x, x with the
     top-k_q explained tokens masked (q = 0.1..1), x with every explained token masked but the top-k_q,
-    x with the top floor(r·n) masked (SPEC §4's count) per ratio r, x with explained token i masked.
+    x with the top floor(r·n) masked (docs/method.md §4's count) per ratio r, x with explained token i masked.
     With n = 0 the threshold rows are x itself (their values are reported as nan).
     """
     order = top_k_positions(scores, explained, len(input_ids))
@@ -150,7 +150,7 @@ def example_variants(
 def peer_scores_from_logits(
     logits: np.ndarray, explained: np.ndarray, scores: np.ndarray, label: int, n_ratios: int
 ) -> PeerScores:
-    """Read one example's SPEC §8 values from the logits of its `example_variants` rows: (rows, C)."""
+    """Read one example's method.md §8 values from the logits of its `example_variants` rows: (rows, C)."""
     n = int(np.count_nonzero(explained))
     probabilities = softmax(logits)[:, label]
     full = float(probabilities[0])
@@ -184,7 +184,7 @@ def peer_metrics(
     chunk_examples: int = DEFAULT_CHUNK_EXAMPLES,
     on_chunk: Callable[[int], None] | None = None,
 ) -> list[PeerScores]:
-    """SPEC §8 values of every example of `split` under fixed per-token `scores` ((T_i,) each).
+    """docs/method.md §8 values of every example of `split` under fixed per-token `scores` ((T_i,) each).
 
     Examples go to the engine `chunk_examples` at a time, each with all of its variants in that one
     request. ratios: the erasure-curve ratios whose predictions to record (empty: no curve rows).

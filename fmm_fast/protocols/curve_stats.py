@@ -1,4 +1,4 @@
-"""ACU/RACU of erasure curves and their aggregation across seeds (SPEC §5)."""
+"""ACU/RACU of erasure curves and their aggregation across seeds (docs/method.md §5)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import numba
 import numpy as np
 import scipy.stats
 
-# The masking ratios of SPEC §4, rounded so that 0.3 is the float literal 0.3 (not 0.30000000000000004).
+# The masking ratios of method.md §4, rounded so that 0.3 is the float literal 0.3 (not 0.30000000000000004).
 RATIOS: np.ndarray = np.round(np.arange(11) / 10, 1)
 
-# SPEC §5: a bAbI model whose unmasked accuracy is at most this did not converge.
+# docs/method.md §5: a bAbI model whose unmasked accuracy is at most this did not converge.
 BABI_CONVERGENCE_THRESHOLD = 0.5
 
 
@@ -44,7 +44,7 @@ def _acu_racu_kernel(
 def acu_racu(
     measure_curves: np.ndarray, baseline_curves: np.ndarray, ratios: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """ACU and RACU of many erasure curves at once, exactly as SPEC §5 (trapezoid rule, no clipping).
+    """ACU and RACU of many erasure curves at once, exactly as method.md §5 (trapezoid rule, no clipping).
 
     measure_curves:  (K, R) float64, the primary metric m(r) of K curves at the R ratios.
     baseline_curves: (K, R) float64, the matching `rand` curves b(r) (same row = same model/dataset/seed).
@@ -96,7 +96,7 @@ def bootstrap_ci(values: np.ndarray, confidence: float = 0.95, seed: int = 0) ->
 
 
 def _signed(value: float, zero_sign: str) -> str:
-    """One decimal with a unicode minus (SPEC §5); a value that rounds to 0 takes `zero_sign`."""
+    """One decimal with a unicode minus (docs/method.md §5); a value that rounds to 0 takes `zero_sign`."""
     text = f"{abs(value):.1f}"
     if text.strip("0.") == "":
         return zero_sign + text
@@ -106,7 +106,7 @@ def _signed(value: float, zero_sign: str) -> str:
 def format_ci(mean: float, low: float, high: float) -> str:
     """A mean and its CI ×100 with one decimal, offsets relative to the mean: "54.9 (−2.1/+1.8)".
 
-    Negative numbers use the unicode minus "−" as SPEC §5 writes them. A nan interval prints the mean
+    Negative numbers use the unicode minus "−" as method.md §5 writes them. A nan interval prints the mean
     alone ("54.9"); a nan mean prints "n/a".
     """
     if math.isnan(mean):
@@ -129,6 +129,6 @@ def proportion_interval(proportion: float, n: int, confidence: float = 0.95) -> 
 def converged(dataset: str, unmasked_metric: float) -> bool:
     """False for a bAbI seed (dataset name starting with "babi") whose unmasked metric is <= 0.5.
 
-    Such seeds are dropped before aggregation (SPEC §5); other datasets always count as converged.
+    Such seeds are dropped before aggregation (docs/method.md §5); other datasets always count as converged.
     """
     return not (dataset.lower().startswith("babi") and unmasked_metric <= BABI_CONVERGENCE_THRESHOLD)

@@ -1,4 +1,4 @@
-"""Faithfulness by recursive erasure (SPEC §4–5): one curve per measure, ACU/RACU against `rand`.
+"""Faithfulness by recursive erasure (docs/method.md §4–5): one curve per measure, ACU/RACU against `rand`.
 
 The loop is backend-agnostic: scoring passes go through a MaskBatchEngine, whose cache lets the pass
 that scored ratio r_j serve as the reference input of the measure at the next step (LOO's y0).

@@ -1,7 +1,7 @@
 """Plausibility against ground-truth tokens (bAbI's supporting facts), with ferret's three metrics.
 
 Per example, over its explained tokens, with the gold set S = explained tokens inside a supporting fact:
-- token-F1@k: the hard rationale is the top-k tokens (SPEC §4 ranking: descending score, ties to the
+- token-F1@k: the hard rationale is the top-k tokens (docs/method.md §4 ranking: descending score, ties to the
   earlier position); F1 of its precision |top-k ∩ S| / |top-k| and recall |top-k ∩ S| / |S| (0 when
   either is 0), as ferret's token-level F1 (ERASER's instance F1);
 - IOU@k: |top-k ∩ S| / |top-k ∪ S|, ferret's token IOU;

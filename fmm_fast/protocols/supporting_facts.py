@@ -75,7 +75,7 @@ def supporting_overlap(
     """Mean over examples of |top-k explained tokens ∩ supporting| / min(k, |supporting|).
 
     scores: one (T_i,) float array per example; supporting, explained: (T_i,) bool. Top-k by descending
-    score, ties to the earlier position (SPEC §4). Examples without supporting tokens are left out.
+    score, ties to the earlier position (docs/method.md §4). Examples without supporting tokens are left out.
     """
     return _mean_over_supported(overlap_per_example(scores, supporting, explained, k))
 

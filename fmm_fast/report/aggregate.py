@@ -1,6 +1,6 @@
 """Aggregation of evaluation results over seeds: mean and 95% BCa CI per (dataset, strategy, measure).
 
-Seeds whose model did not converge are dropped (SPEC §5); one run per seed speaks for its model.
+Seeds whose model did not converge are dropped (docs/method.md §5); one run per seed speaks for its model.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ class CurveScores:
 
     @property
     def score_name(self) -> str:
-        """The score SPEC §5 reads: ACU for signed measures, RACU for unsigned ones."""
+        """The score docs/method.md §5 reads: ACU for signed measures, RACU for unsigned ones."""
         return "ACU" if self.signed else "RACU"
 
     @property
@@ -101,7 +101,7 @@ class GroupReport:
 
 @dataclass(frozen=True)
 class DroppedSeed:
-    """A seed left out of aggregation because its model did not converge (SPEC §5)."""
+    """A seed left out of aggregation because its model did not converge (docs/method.md §5)."""
 
     dataset: str
     strategy: str

@@ -1,9 +1,9 @@
-"""The report's SPEC §8 section: peer-metrics results (`fmm-fast evaluate --protocol aopc`) as a table.
+"""The report's method.md §8 section: peer-metrics results (`fmm-fast evaluate --protocol aopc`) as a table.
 
 Per (dataset, strategy) one row per measure: AOPC comprehensiveness, AOPC sufficiency, τ-LOO and the
 ACU/RACU of the ranking-once erasure curve. With one seed the cell is that run's mean over examples and
 its 95% BCa CI over examples; with several seeds, the mean of the seeds' means and the BCa CI over seeds
-(as SPEC §5 aggregates ACU/RACU).
+(as docs/method.md §5 aggregates ACU/RACU).
 """
 
 from __future__ import annotations
@@ -73,9 +73,9 @@ def render_peer_markdown(records: list[dict]) -> str:
         # display_name: older records hold a local file's path
         groups[(display_name(record["dataset"]), record["model"]["strategy"], record["split"])].append(record)
     parts = [
-        "Peer metrics (SPEC §8, `--protocol aopc`), ×100: ranking computed once on the unmasked input; one "
-        "seed: mean over examples and 95% BCa CI over examples; several: mean over seeds and BCa CI over "
-        "seeds. Last column: the ranking-once erasure curve against rand (RACU unsigned, ACU signed)."
+        "Peer metrics (`--protocol aopc`, docs/method.md §8), ×100: ranking computed once on the unmasked "
+        "input; one seed: mean over examples and 95% BCa CI over examples; several: mean over seeds and BCa "
+        "CI over seeds. Last column: the ranking-once erasure curve against rand (RACU unsigned, ACU signed)."
     ]
     for (dataset, strategy, split), runs in sorted(groups.items()):
         names = sorted({n for r in runs for n in r["measures"]}, key=measure_sort_key)

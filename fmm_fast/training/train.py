@@ -1,4 +1,4 @@
-"""Masked fine-tuning (SPEC §2): train a classifier with the `plain`, `masked` or `only-masked` recipe.
+"""Masked fine-tuning (method.md §2): train a classifier with the `plain`, `masked` or `only-masked` recipe.
 
 The output directory gets `model/` (the checkpoint of the best validation epoch) and `run.json`:
   kind "train"; arguments; dataset {name, metric, label_names, sizes}; model {base, path, ...};
@@ -94,7 +94,7 @@ def linear_warmup_decay(step: int, warmup: int, total_steps: int) -> float:
 def make_optimizer(
     model: nn.Module, lr: float, total_steps: int, weight_decay: float = WEIGHT_DECAY
 ) -> tuple[torch.optim.AdamW, torch.optim.lr_scheduler.LambdaLR]:
-    """AdamW (SPEC §2 defaults) with linear warm-up over 6% of `total_steps`, then linear decay to 0."""
+    """AdamW (method.md §2 defaults) with linear warm-up over 6% of `total_steps`, then linear decay to 0."""
     # foreach: one multi-tensor update instead of a Python loop over parameters (PyTorch only picks it by
     # default on CUDA); about 10× faster steps for MiniLM on a 2-core CPU
     optimizer = torch.optim.AdamW(

@@ -1,4 +1,5 @@
-"""MaSF on a model (SPEC §6): calibrate on validation data masked as in training, score masked test sets."""
+"""MaSF on a model (docs/method.md §6): calibrate on validation data masked as in training, score masked
+test sets."""
 
 from __future__ import annotations
 
@@ -97,7 +98,7 @@ def run_masf(
     loaded: LoadedModel, settings: MasfSettings, progress=None, engine: SignalSource | None = None
 ) -> dict[str, dict]:
     """Per-ratio Simes summaries and per-example p-values of one model, per calibration method of
-    settings.calibrations (SPEC §6).
+    settings.calibrations (docs/method.md §6).
 
     Every method scores the same signals (one forward pass per example and set); settings.calibration_seed
     picks the split's halves. engine: what computes the signals, default a MaskBatchEngine on

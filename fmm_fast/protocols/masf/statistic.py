@@ -1,4 +1,4 @@
-"""MaSF in-distribution test (Max-Simes-Fisher, SPEC §6) on MaSF signals.
+"""MaSF in-distribution test (Max-Simes-Fisher, docs/method.md §6) on MaSF signals.
 
 A signal is one example's (L+1, D) float32 matrix (per-layer max over its non-pad hidden states).
 With ecdf(sample, s) = #(sample values strictly below s) / |sample| and two_sided(c) = min(c, 1 − c):
@@ -14,7 +14,7 @@ product order (the paper's float32 (n / i) · p splits such ties by rounding).
 Two calibration methods (CALIBRATION_METHODS):
 - "in-sample" (the paper's): every level's reference is all N calibration examples, whose own levels 2
   and 3 are computed in-sample (each against all N, itself included); p = 1 − ecdf(reference f, f).
-  Not a valid p-value: fresh examples of the calibration distribution score too low (SPEC §6).
+  Not a valid p-value: fresh examples of the calibration distribution score too low (docs/method.md §6).
 - "split" (conformal): a seeded half A is the level-1 reference, with conformal level-1
   p-values p1 = (1 + m) / (|A| + 1) that are never 0; the other half B, scored against A like a test
   example, calibrates levels 2 and 3 full-conformally: for a test example x, levels 2 and 3 of every
@@ -91,7 +91,7 @@ def _check_test(test_signals: np.ndarray, signal_shape: tuple[int, int]) -> np.n
 
 @dataclass(frozen=True)
 class ReferenceSets:
-    """The calibration examples each level compares against, per SPEC §6.
+    """The calibration examples each level compares against, per docs/method.md §6.
 
     level_1: (N1, L+1, D) float32, the per-feature ECDFs' sample; calibrated: (N2, L+1, D) float32, the
     examples whose Simes statistics form the level-2 ECDFs and whose Fisher statistics calibrate level 3
@@ -475,7 +475,7 @@ class MaSFCalibration:
 def masf_oracle_p_values(
     calibration_signals: np.ndarray, test_signals: np.ndarray, method: str = "in-sample", seed: int = 0
 ) -> np.ndarray:
-    """(N_cal, L+1, D), (N_test, L+1, D) float32 -> (N_test,) float64: SPEC §6 transcribed level by level,
+    """(N_cal, L+1, D), (N_test, L+1, D) float32 -> (N_test,) float64: docs/method.md §6 transcribed level by level,
     every ECDF a direct count over the whole reference (O(N²) comparisons); split: each test example's
     bag is half B and itself, so each member's count gains 1 where the test example is below it."""
     sets = reference_sets(calibration_signals, method, seed)

@@ -8,7 +8,7 @@ explain with loo-abs, then the 10 comprehensiveness and 10 sufficiency maskings 
 of τ-LOO — runs three ways in the same run:
 - fmm-fast on ONNX Runtime and on PyTorch: `explain_split` and `peer_metrics` through one MaskBatchEngine
   (each sentence's variants in one request, duplicates dropped, the LOO rows of the explanation reused
-  for τ-LOO from the engine's cache), as `fmm-fast evaluate --protocol aopc` runs them (without its
+  for τ-LOO from the engine's cache), as `fmm-fast aopc` runs them (without its
   erasure-curve rows);
 - the straightforward per-threshold loop on PyTorch (the model exactly as Hugging Face computes it):
   loo-abs per sentence in one batch (common.straightforward_loo_abs), then `peer_metrics_reference`, one

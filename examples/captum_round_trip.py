@@ -8,7 +8,7 @@
    --steps Riemann steps); a token's score is its attribution summed over the embedding dimensions.
 2. The scores are written as DIR/captum-lig.jsonl (signed) and DIR/captum-lig-abs.jsonl (absolute), one
    {"index": i, "token_scores": [...]} line per example, aligned to the tokens `fmm-fast explain` writes.
-3. `fmm-fast evaluate --protocol aopc --measure int-grad-sign --measure int-grad-abs --explanations ...`
+3. `fmm-fast aopc --measure int-grad-sign --measure int-grad-abs --explanations ...`
    scores both files and fmm-fast's own int-grad with the SPEC §8 metrics and the ranking-once erasure
    curve, into DIR/evaluate, and prints the table.
 
@@ -92,12 +92,10 @@ def main(argv: list[str] | None = None) -> int:
             data_flags += [flag, str(value)]
     return fmm_fast_main(
         [
-            "evaluate",
+            "aopc",
             "--model",
             str(args.model),
             *data_flags,
-            "--protocol",
-            "aopc",
             "--measure",
             "int-grad-sign",
             "--measure",

@@ -1,4 +1,4 @@
-"""The worked example runs: Captum LayerIntegratedGradients → JSONL → `fmm-fast evaluate --explanations`."""
+"""The worked example runs: Captum LayerIntegratedGradients → JSONL → `fmm-fast aopc --explanations`."""
 
 from __future__ import annotations
 

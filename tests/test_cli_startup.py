@@ -52,10 +52,12 @@ def test_help_imports_no_heavy_library(command):
     assert "Usage:" in text
 
 
-def test_evaluate_help_shows_every_option():
+@pytest.mark.parametrize("name", ["evaluate", "aopc"])
+def test_help_shows_every_option(name):
     _register()
-    (evaluate,) = [c for c in typer.main.get_command(app).commands.values() if c.name == "evaluate"]
-    flags = [flag for parameter in evaluate.params for flag in parameter.opts if flag.startswith("--")]
-    text, _ = help_run("evaluate")
+    (command,) = [c for c in typer.main.get_command(app).commands.values() if c.name == name]
+    shown = [parameter for parameter in command.params if not getattr(parameter, "hidden", False)]
+    flags = [flag for parameter in shown for flag in parameter.opts if flag.startswith("--")]
+    text, _ = help_run(name)
     assert len(flags) > 20  # model, data, engine and backend groups, the command's own
     assert [flag for flag in flags if flag not in text] == []

@@ -1,4 +1,4 @@
-"""`fmm-fast evaluate --protocol aopc` end to end on the tiny bAbI model, with an external file."""
+"""`fmm-fast aopc` end to end on the tiny bAbI model, with an external file."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def test_aopc_protocol_scores_builtin_and_external_explanations(tiny_babi, tmp_p
         "".join(json.dumps({"index": x["index"], "token_scores": x["scores"]}) + "\n" for x in lines)
     )
     out = tmp_path / "peer"
-    argv = ["evaluate", "--model", str(onnx_path), *common, "--protocol", "aopc", "--measure", "loo-abs"]
+    argv = ["aopc", "--model", str(onnx_path), *common, "--measure", "loo-abs"]
     argv += ["--measure", "int-grad-abs", "--explanations", str(external), "--out", str(out), "--quiet"]
     assert main(argv) == 0
     record = json.loads((out / "seed-0" / "result.json").read_text())
@@ -53,10 +53,16 @@ def test_aopc_protocol_scores_builtin_and_external_explanations(tiny_babi, tmp_p
     )
     printed = capsys.readouterr().out
     assert "AOPC comp" in printed and "outside" in printed
-    assert_self_contained(printed, "evaluate --protocol aopc's printed lines")
-    # a second run into the same directory changes nothing and says so
-    assert main(argv) == 2
-    assert "already holds results" in capsys.readouterr().err
+    assert_self_contained(printed, "aopc's printed lines")
+    # the same command again resumes a finished run: nothing is recomputed, the record is the same
+    assert main(argv) == 0
+    again = json.loads((out / "seed-0" / "result.json").read_text())
+    assert again["measures"] == record["measures"] and again["curves"] == record["curves"]
+    capsys.readouterr()
+    # another run into the same directory is refused, naming what differs
+    assert main([*argv, "--limit", "3"]) == 2
+    err = capsys.readouterr().err
+    assert "holds another aopc run" in err and "limit (4 → 3)" in err
     # the report gives the peer metrics their own table (and needs no recursive result for it)
     assert main(["report", str(out), "--out", str(tmp_path / "report")]) == 0
     table = (tmp_path / "report" / "peer-metrics.md").read_text()
@@ -64,14 +70,12 @@ def test_aopc_protocol_scores_builtin_and_external_explanations(tiny_babi, tmp_p
     assert_self_contained(table, "peer-metrics.md")
 
 
-def test_recursive_protocol_refuses_external_explanations(tiny_babi, tmp_path, capsys):
+def test_evaluate_names_the_aopc_command(tiny_babi, tmp_path, capsys):
     _, onnx_path, data = tiny_babi
-    external = tmp_path / "outside.jsonl"
-    external.write_text("")
-    argv = ["evaluate", "--model", str(onnx_path), *data_flags(data), "--explanations", str(external)]
+    argv = ["evaluate", "--model", str(onnx_path), *data_flags(data), "--protocol", "aopc"]
     assert main([*argv, "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "--protocol aopc" in err[0]
+    assert len(err) == 1 and "fmm-fast aopc" in err[0]
     assert not (tmp_path / "o").exists()
 
 
@@ -79,7 +83,7 @@ def test_a_bad_explanations_file_exits_2_naming_the_example(tiny_babi, tmp_path,
     _, onnx_path, data = tiny_babi
     external = tmp_path / "outside.jsonl"
     external.write_text('{"index": 0, "token_scores": [1, 2]}\n')
-    argv = ["evaluate", "--model", str(onnx_path), *data_flags(data), "--limit", "2", "--protocol", "aopc"]
+    argv = ["aopc", "--model", str(onnx_path), *data_flags(data), "--limit", "2"]
     assert main([*argv, "--explanations", str(external), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "(example 0)" in err[0] and "token_scores" in err[0]

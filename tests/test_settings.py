@@ -17,6 +17,7 @@ from fmm_fast.cli.options import parse_measure_options
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.records import read_record, write_record
 from fmm_fast.core.settings import (
+    AopcSettings,
     EngineOptions,
     EvaluationSettings,
     ExplainSettings,
@@ -39,6 +40,7 @@ DATA = DataOptions("babi-1", "test", limit=5, size=40, test_size=10)
         EvaluationSettings("m.onnx", DATA, ("loo-abs", "beam"), 3, {"ig_steps": 4}, True),
         ExplainSettings("m", DATA, ("int-grad-sign", "loo-abs"), 1, {"ig_steps": 2}, EngineOptions(512, 8)),
         MasfSettings(("a.onnx", "b"), DATA, 2, "loo-abs", "eval/seed-0"),
+        AopcSettings("m.onnx", DATA, ("loo-abs", "rand"), 2, {"ig_steps": 3}, ("outside.jsonl",)),
     ],
 )
 def test_settings_survive_their_record_form(settings) -> None:
@@ -62,12 +64,24 @@ def test_evaluation_fingerprint_covers_what_changes_the_numbers_only() -> None:
         replace(base, data=replace(DATA, size=41)),
         replace(base, data=replace(DATA, data_seed=1)),
         replace(base, measure_options={"ig_steps": 5}),
-        replace(base, backend=BackendOptions(provider="cpu")),  # the "precision/provider"
+        replace(base, backend=BackendOptions(provider="cpu")),  # precision and provider shape the numbers
         replace(base, data=replace(DATA, label_map=(("a", "negative"),))),
         replace(base, data=replace(DATA, metric="macro-f1")),
     ]
     assert all(s.fingerprint() == base.fingerprint() for s in same)
     assert len({s.fingerprint() for s in [base, *other]}) == 1 + len(other)
+
+
+def test_aopc_fingerprint_holds_the_content_of_each_explanations_file(tmp_path) -> None:
+    explanations = tmp_path / "outside.jsonl"
+    explanations.write_text('{"index": 0, "token_scores": [1]}\n')
+    base = AopcSettings("m", DATA, ("loo-abs",), explanations=(str(explanations),))
+    assert replace(base, measures=("grad-l2",)).fingerprint() == base.fingerprint()  # measures may be added
+    assert replace(base, engine=EngineOptions(explain_batch_rows=3)).fingerprint() == base.fingerprint()
+    before = base.fingerprint()
+    explanations.write_text('{"index": 0, "token_scores": [2]}\n')  # other scores under the same name
+    assert base.fingerprint() != before
+    assert replace(base, explanations=()).fingerprint() != base.fingerprint()
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ import sys
 from fmm_fast.cli.app import app
 from fmm_fast.core.errors import UserError
 
-COMMAND_MODULES = ["train", "export", "explain", "evaluate", "roar", "masf", "report", "demo"]
+COMMAND_MODULES = ["train", "export", "explain", "evaluate", "aopc", "roar", "masf", "report", "demo"]
 
 
 def _register() -> None:

@@ -1,10 +1,10 @@
-"""`fmm-fast evaluate`: recursive erasure curves with ACU/RACU for one model (resumable), or with
-`--protocol aopc` the peer metrics (AOPC, τ-LOO) of built-in measures and external explanations."""
+"""`fmm-fast evaluate`: recursive erasure curves with ACU/RACU for one model (resumable). The peer metrics,
+whose ranking is computed once, are `fmm-fast aopc`."""
 
 from __future__ import annotations
 
 import csv
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,24 +15,26 @@ from fmm_fast.backends.loading import LoadedModel, load_model
 from fmm_fast.cli.app import app
 from fmm_fast.cli.options import (
     MeasureOptionsOption,
+    MeasuresOption,
     ModelOption,
     OverwriteOption,
     QuietOption,
+    SeedsOption,
     backend_options,
     data_options,
     engine_options,
     parse_measure_options,
     scale_options,
 )
+from fmm_fast.cli.seed_runs import check_seed_directories, own_entries, print_header, seed_directory
 from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.core.errors import UserError
-from fmm_fast.core.outputs import check_container, check_directory, output_lock
+from fmm_fast.core.outputs import check_container, output_lock
 from fmm_fast.core.progress import progress_bar
 from fmm_fast.core.settings import BackendOptions, EngineOptions, EvaluationSettings
 from fmm_fast.data.base import TextDataset
 from fmm_fast.data.options import DataOptions, open_split
 from fmm_fast.distributed.runtime import ScaleOptions, check_scale_out, check_worker_precision
-from fmm_fast.measures.external import ExternalExplanation, load_explanations
 
 if TYPE_CHECKING:
     from fmm_fast.distributed.pool import WorkerPool
@@ -49,30 +51,15 @@ def evaluate(
     model: ModelOption,
     data: DataOptions,
     out: Path = typer.Option(..., "--out", help="Output directory (result.json, curves.csv, curves.png)."),
-    measure: list[str] = typer.Option(
-        ["loo-abs"], "--measure", "-m", help="Importance measure; repeat for several. `rand` always runs."
-    ),
-    measure_option: MeasureOptionsOption = [],  # noqa: B006  (typer copies the default)
-    seed: list[int] = typer.Option(
-        [0], "--seed", min=0, help="Seed of the `rand` baseline; repeat for several."
-    ),
+    measure: MeasuresOption = ["loo-abs"],  # noqa: B006  (typer copies the default)
+    measure_option: MeasureOptionsOption = [],  # noqa: B006
+    seed: SeedsOption = [0],  # noqa: B006
     save_masked: bool = typer.Option(
         False, help="Save every masked test set (for `fmm-fast masf --measure`)."
     ),
     overwrite: OverwriteOption = False,
     quiet: QuietOption = False,
-    protocol: str = typer.Option(
-        "recursive",
-        help="recursive: recursive erasure curves (docs/method.md §4). aopc: AOPC comprehensiveness, AOPC "
-        "sufficiency and "
-        "τ-LOO per example, plus a non-recursive erasure curve (ranking computed once; docs/method.md §8).",
-    ),
-    explanations: list[Path] = typer.Option(
-        [],
-        "--explanations",
-        help='A .jsonl of explanations made elsewhere, one line per example: {"index": i, "token_scores": '
-        '[...]} or {"index": i, "word_scores": [...]}; repeat for several. Needs --protocol aopc.',
-    ),
+    protocol: str = typer.Option("recursive", hidden=True),  # the peer metrics moved to `fmm-fast aopc`
     *,
     engine: EngineOptions,
     backend: BackendOptions,
@@ -84,17 +71,17 @@ def evaluate(
     the same model file content, data options and precision resume). Writes OUT/seed-S/result.json (one per
     seed), OUT/curves.csv and OUT/curves.png. With --workers/--ray-address each Ray worker runs whole
     erasures of a shard of the examples; finished shards are saved, so a rerun resumes too (with the same
-    worker count).
-
-    With --protocol aopc every explanation is computed once on the unmasked input and scored with the peer
-    metrics of docs/method.md §8 (dataset means with 95% bootstrap CIs) and a non-recursive erasure curve;
-    writes OUT/seed-S/peer.jsonl (per example) and OUT/seed-S/result.json.
+    worker count). The peer metrics (AOPC, τ-LOO), and explanations made elsewhere, are `fmm-fast aopc`.
     """
     # these load Numba and SciPy: imported on use, so --help starts fast
     from fmm_fast.distributed.pool import open_pool
-    from fmm_fast.protocols.aopc import check_fresh
-    from fmm_fast.protocols.erasure import BASELINE
+    from fmm_fast.protocols.erasure import RUN_KIND
 
+    if protocol != "recursive":
+        raise UserError(
+            f"--protocol {protocol}: the peer metrics are their own command now; run `fmm-fast aopc` with "
+            "the same options (without --protocol)"
+        )
     settings = EvaluationSettings(
         str(model),
         data,
@@ -105,60 +92,21 @@ def evaluate(
         engine,
         backend,
     )  # a typo in a measure or option fails before any work
-    if protocol not in ("recursive", "aopc"):
-        raise UserError(f"unknown --protocol '{protocol}'; choose recursive or aopc")
-    if protocol == "recursive" and explanations:
-        raise UserError(
-            "the recursive protocol recomputes the measure on every masked input, which a file of fixed "
-            "scores cannot do; evaluate --explanations with --protocol aopc"
-        )
-    if protocol == "aopc" and measure_option:
-        raise UserError("--measure-option is not passed to the aopc protocol yet; drop it or use recursive")
-    if protocol == "aopc" and save_masked:
-        raise UserError(
-            "--save-masked belongs to the recursive protocol; drop it or use --protocol recursive"
-        )
     if scale is not None:
-        if protocol != "recursive":
-            raise UserError(
-                "--workers/--ray-address run the recursive protocol; drop them for --protocol aopc"
-            )
         check_scale_out(scale, model, measure)
-    check_container(out, _own_entry)
+    own = own_entries(CURVE_FILES)
+    check_container(out, own)
     runs = {s: replace(settings, seed=s) for s in seed}
-    if protocol == "aopc" and not overwrite:
-        for s in seed:
-            check_fresh(out / f"seed-{s}")  # before any work: a finished run is never overwritten
     loaded = load_model(model, backend)
     check_worker_precision(scale, loaded.precision.used)
-    if protocol == "recursive":
-        for s, run in runs.items():  # before any work: each seed directory is new or resumes this run
-            fields = run.ran_in(loaded.precision.used).fingerprint_fields()
-            check_directory(out / f"seed-{s}", "evaluate", fields, overwrite)
+    check_seed_directories(out, runs, RUN_KIND, loaded.precision.used, overwrite)
     text_dataset, encoded = open_split(loaded, data)
-    external = [load_explanations(path, encoded, loaded.tokenizer) for path in explanations]
-    if len({e.name for e in external}) < len(external):
-        raise UserError("two --explanations files share a name; give each file its own name")
     with output_lock(out):
-        check_container(out, _own_entry, overwrite)
+        check_container(out, own, overwrite)
         mask_engine = MaskBatchEngine(loaded.backend, token_budget=engine.token_budget)
-        print(
-            f"model {model} on {loaded.backend.name}; {text_dataset.name}/{data.split}: {len(encoded)} "
-            f"examples; measures: {', '.join([BASELINE, *[m for m in measure if m != BASELINE]])}"
-        )
-        if protocol == "aopc":
-            _evaluate_aopc(
-                loaded, encoded, text_dataset, data, model, out, measure, seed,
-                external, backend, mask_engine, quiet,
-            )  # fmt: skip
-        else:
-            with open_pool(scale, model, backend.provider, engine.token_budget) as pool:
-                _evaluate_seeds(out, runs, loaded, text_dataset, encoded, mask_engine, pool, quiet)
-
-
-def _own_entry(name: str) -> bool:
-    """The entries `evaluate` writes to OUT: seed directories and the curve files."""
-    return name.startswith("seed-") or name in CURVE_FILES
+        print_header(model, loaded, text_dataset.name, data.split, len(encoded), measure)
+        with open_pool(scale, model, backend.provider, engine.token_budget) as pool:
+            _evaluate_seeds(out, runs, loaded, text_dataset, encoded, mask_engine, pool, quiet)
 
 
 def _evaluate_seeds(
@@ -180,7 +128,7 @@ def _evaluate_seeds(
     rows = []
     progress = None if quiet else progress_bar
     for s, settings in runs.items():
-        run_dir = out / f"seed-{s}"
+        run_dir = seed_directory(out, s)
         if pool is None:
             record = evaluate_model(loaded, text_dataset, encoded, settings, run_dir, engine, progress)
         else:
@@ -188,56 +136,8 @@ def _evaluate_seeds(
         rows += _curve_rows(record)
         _print_summary(record, run_dir)
     _write_csv(out / "curves.csv", rows)
-    plot_run_curves([out / f"seed-{s}" / "result.json" for s in runs], out / "curves.png")
+    plot_run_curves([seed_directory(out, s) / "result.json" for s in runs], out / "curves.png")
     print(f"wrote {out / 'curves.csv'}, {out / 'curves.png'}")
-
-
-def _evaluate_aopc(
-    loaded: LoadedModel,
-    encoded: EncodedSplit,
-    dataset: TextDataset,
-    data: DataOptions,
-    model: Path,
-    out: Path,
-    measures: list[str],
-    seeds: list[int],
-    external: list[ExternalExplanation],
-    backend: BackendOptions,
-    engine: MaskBatchEngine,
-    quiet: bool,
-) -> None:
-    """--protocol aopc: the peer metrics of every measure and explanations file, per seed."""
-    from fmm_fast.protocols.aopc import PeerRunSettings, render_peer_table, run_peer_evaluation
-
-    for s in seeds:
-        settings = PeerRunSettings(str(model), dataset.name, data.split, s, list(measures))
-        arguments = {
-            **vars(settings),
-            "dataset_file": dataset.file,
-            "protocol": "aopc",
-            "explanations": [str(e.path) for e in external],
-            "limit": data.limit,
-            "backend": asdict(backend),
-            "token_budget": engine.token_budget,
-        }
-        record = run_peer_evaluation(
-            loaded,
-            encoded,
-            settings,
-            dataset.metric,
-            out / f"seed-{s}",
-            engine,
-            external,
-            backend,
-            arguments,
-            None if quiet else progress_bar,
-        )
-        print(
-            f"\nseed {s}: {record['dataset']}/{record['split']}, {record['n_examples']} examples, "
-            f"protocol aopc (peer metrics, ranking computed once), curve metric {record['metric']}"
-        )
-        print(render_peer_table(record))
-        print(f"→ {out / f'seed-{s}' / 'result.json'}, per example {out / f'seed-{s}' / 'peer.jsonl'}")
 
 
 def _curve_rows(record: dict) -> list[dict]:

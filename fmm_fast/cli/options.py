@@ -44,6 +44,13 @@ OverwriteOption = Annotated[
     ),
 ]
 QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
+MeasuresOption = Annotated[
+    list[str],
+    typer.Option("--measure", "-m", help="Importance measure; repeat for several. `rand` always runs."),
+]
+SeedsOption = Annotated[
+    list[int], typer.Option("--seed", min=0, help="Seed of the `rand` baseline; repeat for several.")
+]
 MeasureOptionsOption = Annotated[
     list[str],
     typer.Option(

@@ -50,7 +50,7 @@ def report_command(
 ) -> None:
     """Aggregate ACU/RACU over seeds (mean, 95% BCa CI), plot the erasure curves, print the table.
 
-    Results of `fmm-fast evaluate --protocol aopc` get their own table, OUT/peer-metrics.md; those of
+    Results of `fmm-fast aopc` get their own table, OUT/peer-metrics.md; those of
     `fmm-fast masf` their verdicts, OUT/masf.md and OUT/masf.png. ROAR runs (`fmm-fast roar`) get
     OUT/roar.md, each measure's ROAR RACU beside its no-retraining erasure RACU (of the run's step-0 model
     and of erasure runs of the same dataset given here), OUT/roar-cost.md (trainings, passes and wall time

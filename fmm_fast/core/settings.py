@@ -1,4 +1,4 @@
-"""The settings of each kind of run (train, evaluate, explain, masf), built once and frozen.
+"""The settings of each kind of run (train, evaluate, aopc, explain, masf), built once and frozen.
 
 The CLI (or the demo, or a Python caller) builds one settings object per run. Its `to_dict()` is what
 the run's record stores as "arguments"; `fingerprint()` hashes `fingerprint_fields()`, the fields that
@@ -161,15 +161,50 @@ class EvaluationSettings(RunSettings):
     backend: BackendOptions = field(default_factory=BackendOptions)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "measures", tuple(self.measures))
-        object.__setattr__(self, "measure_options", check_measure_options(self.measure_options))
-        for name in self.measures:
-            get_measure(name, **self.measure_options)  # a typo fails before any work
+        _check_measures(self)
 
     def fingerprint_fields(self) -> dict[str, Any]:
         fields = super().fingerprint_fields()
         del fields["measures"], fields["save_masked"]
         return fields
+
+
+@dataclass(frozen=True)
+class AopcSettings(RunSettings):
+    """One seed of the peer metrics (docs/method.md §8) of `measures` and of explanation files on a model.
+
+    Every explanation is computed (or read) once on the unmasked input. seed: of the `rand` baseline.
+    measure_options: as for EvaluationSettings. explanations: .jsonl files of explanations made elsewhere
+    (fmm_fast.measures.external). The fingerprint leaves out the measure list (a rerun may add measures,
+    as with evaluate), the engine and the device, and holds each explanations file's content digest.
+    """
+
+    model: str
+    data: DataOptions
+    measures: tuple[str, ...] = ("loo-abs",)
+    seed: int = 0
+    measure_options: dict[str, int] = field(default_factory=dict)
+    explanations: tuple[str, ...] = ()
+    engine: EngineOptions = field(default_factory=EngineOptions)
+    backend: BackendOptions = field(default_factory=BackendOptions)
+
+    def __post_init__(self) -> None:
+        _check_measures(self)
+        object.__setattr__(self, "explanations", tuple(self.explanations))
+
+    def fingerprint_fields(self) -> dict[str, Any]:
+        fields = super().fingerprint_fields()
+        del fields["measures"]
+        fields["explanations"] = [_content(path) for path in self.explanations]
+        return fields
+
+
+def _check_measures(settings: EvaluationSettings | AopcSettings) -> None:
+    """Settle a run's measure list and options in place (frozen dataclass): a typo fails before any work."""
+    object.__setattr__(settings, "measures", tuple(settings.measures))
+    object.__setattr__(settings, "measure_options", check_measure_options(settings.measure_options))
+    for name in settings.measures:
+        get_measure(name, **settings.measure_options)
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from fmm_fast.distributed.worker import TaskResult
 from fmm_fast.measures import get_measure
 from fmm_fast.protocols.curve_stats import RATIOS
 from fmm_fast.protocols.erasure import (
+    RUN_KIND,
     apply_masked,
     erasure_result,
     evaluation_record,
@@ -119,7 +120,7 @@ class ShardedErasure:
     def run(self) -> dict:
         """All curves, ACU/RACU (erasure_result's record) plus "resumed_shards"."""
         started = time.perf_counter()
-        claim_directory(self.out_dir, "evaluate", self.settings.fingerprint_fields())
+        claim_directory(self.out_dir, RUN_KIND, self.settings.fingerprint_fields())
         self.shard_dir.mkdir(parents=True, exist_ok=True)
         shards = {shard.key: shard for shard in self.plan()}
         done: dict[str, dict] = {}

@@ -1,18 +1,20 @@
-"""`fmm-fast evaluate --protocol aopc`: method.md §8 metrics for built-in measures and external explanations.
+"""`fmm-fast aopc`: peer metrics (docs/method.md §8) for built-in measures and external explanations.
 
 Every explanation is computed (or read) once on the unmasked inputs. Per example it gets AOPC
-comprehensiveness, AOPC sufficiency and τ-LOO (method.md §8) and the masking of its top floor(r·n) tokens at
-every erasure ratio, which gives a non-recursive erasure curve with ACU/RACU against `rand` ranked the
-same way (docs/method.md §5). Writes <run_dir>/peer.jsonl (one line per measure and example) and
-<run_dir>/result.json (kind "peer-metrics": dataset means with 95% BCa bootstrap CIs over examples).
+comprehensiveness, AOPC sufficiency and τ-LOO and the masking of its top floor(r·n) tokens at every
+erasure ratio, which gives a non-recursive erasure curve with ACU/RACU against `rand` ranked the same way
+(docs/method.md §5). Each finished measure is saved in <run_dir>/state/, so a killed run resumes; the
+directory is claimed with the run's fingerprint (fmm_fast.core.outputs), so only the same run resumes.
+Writes <run_dir>/peer.jsonl (one line per measure and example) and <run_dir>/result.json (kind
+"peer-metrics": dataset means with 95% BCa bootstrap CIs over examples).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -20,17 +22,26 @@ import numpy as np
 from fmm_fast import __version__
 from fmm_fast.backends.engine import MaskBatchEngine
 from fmm_fast.backends.loading import LoadedModel, gradient_backend
-from fmm_fast.backends.options import BackendOptions
 from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.metrics import compute_metrics
+from fmm_fast.core.outputs import claim_directory
 from fmm_fast.core.records import versions, write_record
+from fmm_fast.core.settings import AopcSettings
+from fmm_fast.data.base import TextDataset
 from fmm_fast.measures import get_measure
 from fmm_fast.measures.external import ExternalExplanation
 from fmm_fast.protocols.aopc_metrics import THRESHOLDS, PeerScores, peer_metrics
-from fmm_fast.protocols.curve_stats import RATIOS, acu_racu, bootstrap_ci, format_ci
-from fmm_fast.protocols.erasure import BASELINE, explain_split, step_seed
+from fmm_fast.protocols.curve_stats import (
+    BASELINE,
+    RATIOS,
+    acu_racu_against_baseline,
+    bootstrap_ci,
+    format_ci,
+)
+from fmm_fast.protocols.erasure import explain_split, load_state, step_seed
 
+RUN_KIND = "aopc"
 RECORD_KIND = "peer-metrics"
 PEER_FILE = "peer.jsonl"
 RESULT_FILE = "result.json"
@@ -40,24 +51,6 @@ SUMMARIES = (
     ("aopc_sufficiency", "AOPC suff ↓"),
     ("tau_loo", "τ-LOO ↑"),
 )
-
-
-@dataclass
-class PeerRunSettings:
-    """One seed of a peer-metrics run: what to explain, where, and with which `rand` seed."""
-
-    model: str
-    dataset: str
-    split: str
-    seed: int
-    measures: list[str]
-    explain_batch_rows: int = 32
-
-
-def check_fresh(run_dir: Path) -> None:
-    """UserError when run_dir already holds a result: a peer-metrics run never overwrites one."""
-    if (run_dir / RESULT_FILE).exists() or (run_dir / PEER_FILE).exists():
-        raise UserError(f"{run_dir} already holds results; choose a new --out (nothing was changed)")
 
 
 def summarize(values: Sequence[float]) -> dict:
@@ -82,46 +75,52 @@ def summarize(values: Sequence[float]) -> dict:
 
 def run_peer_evaluation(
     loaded: LoadedModel,
+    dataset: TextDataset,
     split: EncodedSplit,
-    settings: PeerRunSettings,
-    metric: str,
+    settings: AopcSettings,
     run_dir: Path,
     engine: MaskBatchEngine,
     external: Sequence[ExternalExplanation] = (),
-    backend: BackendOptions = BackendOptions(),
-    arguments: dict | None = None,
     progress_factory: Callable[..., object] | None = None,
 ) -> dict:
-    """All measures of one seed (rand first, then settings.measures, then the external files)."""
+    """All measures of one seed (rand first, then settings.measures, then the external files) on `split`
+    (settings.data's split of `dataset`); resumes from run_dir's saved measures; writes and returns
+    run_dir/result.json's record."""
     started = time.perf_counter()
-    check_fresh(run_dir)
     num_labels = engine.info.num_labels
     if num_labels <= int(split.labels.max(initial=0)):
         raise UserError(
             f"the model has {num_labels} labels but the dataset uses label index {int(split.labels.max())}; "
             "evaluate a model trained on this dataset"
         )
+    ran = settings.ran_in(loaded.precision.used)  # a resumed run must have run in the same precision
+    claim_directory(run_dir, RUN_KIND, ran.fingerprint_fields())
     gradient_engine: MaskBatchEngine | None = None
-    names = list(dict.fromkeys([BASELINE, *(get_measure(m).name for m in settings.measures)]))
+    options = settings.measure_options
+    names = list(dict.fromkeys([BASELINE, *(get_measure(m, **options).name for m in settings.measures)]))
     per_measure: dict[str, tuple[list[PeerScores], dict]] = {}
     for name in [*names, *(e.name for e in external)]:
+        state_path = run_dir / "state" / f"{name}.json"
+        saved = load_state(state_path, "examples")
+        if saved is not None:
+            per_measure[name] = ([PeerScores.from_state(e) for e in saved["examples"]], saved["about"])
+            continue
         measure_started, rows_before = time.perf_counter(), engine.stats.forward_rows
         progress = None if progress_factory is None else progress_factory(total=2 * len(split), desc=name)
         advance = None if progress is None else progress.update
         fixed = next((e for e in external if e.name == name), None)
         if fixed is None:
             # the seed of the recursive protocol's first step, so `rand` draws the same first ranking
-            measure = get_measure(name, seed=step_seed(settings.seed, 1))
+            measure = get_measure(name, seed=step_seed(settings.seed, 1), **options)
             scoring_engine = engine
             if measure.needs_gradients:
                 if gradient_engine is None:
                     gradient_engine = MaskBatchEngine(
-                        gradient_backend(loaded, backend), token_budget=engine.token_budget
+                        gradient_backend(loaded, settings.backend), token_budget=engine.token_budget
                     )
                 scoring_engine = gradient_engine
-            scores = explain_split(
-                measure, scoring_engine, list(split.input_ids), split, settings.explain_batch_rows, advance
-            )
+            rows = settings.engine.explain_batch_rows
+            scores = explain_split(measure, scoring_engine, list(split.input_ids), split, rows, advance)
             about = {"signed": bool(measure.signed), "source": "built-in"}
         else:
             scores = fixed.scores
@@ -133,17 +132,20 @@ def run_peer_evaluation(
             progress.close()
         about["seconds"] = time.perf_counter() - measure_started
         about["forward_passes"] = engine.stats.forward_rows - rows_before
+        state_path.parent.mkdir(parents=True, exist_ok=True)
+        write_record(state_path, {"about": about, "examples": [r.to_state() for r in results]})
         per_measure[name] = (results, about)
-    summary = _summary(per_measure, split.labels, num_labels, metric)
+    summary = _summary(per_measure, split.labels, num_labels, dataset.metric)
     _write_examples(run_dir / PEER_FILE, per_measure)
     record = {
         "kind": RECORD_KIND,
         "protocol": "aopc",
         "fmm_fast_version": __version__,
-        "arguments": arguments or vars(settings),
+        "arguments": ran.to_dict(),
         "model": loaded.describe(settings.model),
-        "dataset": settings.dataset,
-        "split": settings.split,
+        "dataset": dataset.name,
+        "dataset_file": dataset.file,
+        "split": settings.data.split,
         "seed": settings.seed,
         "n_examples": len(split),
         **summary,
@@ -167,17 +169,15 @@ def _summary(
             for j in range(len(RATIOS))
         ]
         curves[name] = {m: [p[m] for p in points] for m in points[0]}
-    names = list(curves)
-    measure_curves = np.asarray([curves[n][metric] for n in names], dtype=np.float64)
-    baseline = np.repeat(measure_curves[names.index(BASELINE)][None, :], len(names), axis=0)
-    acu, racu = acu_racu(measure_curves, baseline, RATIOS)
+    scores = acu_racu_against_baseline({name: curve[metric] for name, curve in curves.items()})
     measures = {}
-    for i, (name, (results, about)) in enumerate(per_measure.items()):
+    for name, (results, about) in per_measure.items():
+        acu, racu = scores[name]
         measures[name] = {
             **about,
             **{key: summarize([getattr(r, key) for r in results]) for key, _ in SUMMARIES},
-            "acu": float(acu[i]),
-            "racu": None if np.isnan(racu[i]) else float(racu[i]),
+            "acu": acu,
+            "racu": racu,  # nan over a flat baseline: the record's non-finite rule keeps it
         }
     majority = float(np.bincount(labels).max() / len(labels))
     return {
@@ -213,7 +213,7 @@ def render_peer_table(record: dict) -> str:
     header += f"{'ACU':>8}{'RACU':>8}{'seconds':>9}"
     lines = [header]
     for name, m in record["measures"].items():
-        racu = "n/a" if m["racu"] is None else f"{100 * m['racu']:.1f}"
+        racu = "n/a" if math.isnan(m["racu"]) else f"{100 * m['racu']:.1f}"
         lines.append(
             f"{name:<18}{'yes' if m['signed'] else 'no':>7}"
             + "".join(f"{summary_cell(m[key]):>22}" for key, _ in SUMMARIES)

@@ -11,7 +11,7 @@ token (leave-one-out) — goes to the mask-batch engine in the same request, whi
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from decimal import ROUND_HALF_UP, Decimal
 
 import numpy as np
@@ -84,6 +84,25 @@ class PeerScores:
     @property
     def aopc_sufficiency(self) -> float:
         return float(np.mean(self.sufficiency))
+
+    def to_state(self) -> dict:
+        """Every field, for a run's saved state (write_record keeps the nan values)."""
+        return asdict(self)
+
+    @classmethod
+    def from_state(cls, state: dict) -> PeerScores:
+        """The PeerScores `to_state` gave, as read back from a saved state (read_record)."""
+        return cls(
+            n=int(state["n"]),
+            label=int(state["label"]),
+            probability=float(state["probability"]),
+            top_counts=np.asarray(state["top_counts"], dtype=np.int64),
+            comprehensiveness=np.asarray(state["comprehensiveness"], dtype=np.float64),
+            sufficiency=np.asarray(state["sufficiency"], dtype=np.float64),
+            tau_loo=float(state["tau_loo"]),
+            tau_undefined=state["tau_undefined"],
+            curve_predictions=np.asarray(state["curve_predictions"], dtype=np.int64),
+        )
 
     def to_json(self) -> dict:
         """JSON-ready (nan as null)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Mapping, Sequence
 
 import numba
 import numpy as np
@@ -14,6 +15,8 @@ RATIOS: np.ndarray = np.round(np.arange(11) / 10, 1)
 
 # docs/method.md §5: a bAbI model whose unmasked accuracy is at most this did not converge.
 BABI_CONVERGENCE_THRESHOLD = 0.5
+# The baseline measure every curve is compared with (docs/method.md §4).
+BASELINE = "rand"
 
 
 @numba.njit(cache=True)
@@ -67,6 +70,23 @@ def acu_racu(
     if np.any(np.diff(ratios) <= 0):
         raise ValueError(f"ratios must be strictly increasing; got {ratios.tolist()}")
     return _acu_racu_kernel(measure_curves, baseline_curves, ratios)
+
+
+def acu_racu_against_baseline(curves: Mapping[str, Sequence[float]]) -> dict[str, tuple[float, float]]:
+    """(ACU, RACU) of every named curve against the curve named BASELINE (which gets ACU 0).
+
+    curves: name -> (len(RATIOS),) the primary metric at each ratio of RATIOS; one of them is BASELINE's.
+    RACU is nan where the baseline is flat (see acu_racu); a record keeps it through its non-finite rule.
+    Every protocol that draws erasure curves (recursive erasure, the aopc protocol's ranking-once curve)
+    scores them here.
+    """
+    names = list(curves)
+    if BASELINE not in curves:
+        raise ValueError(f"the curves need the {BASELINE} baseline; got {names}")
+    measure_curves = np.asarray([curves[name] for name in names], dtype=np.float64)
+    baseline = np.repeat(measure_curves[names.index(BASELINE)][None, :], len(names), axis=0)
+    acu, racu = acu_racu(measure_curves, baseline, RATIOS)
+    return {name: (float(acu[i]), float(racu[i])) for i, name in enumerate(names)}
 
 
 def bootstrap_ci(values: np.ndarray, confidence: float = 0.95, seed: int = 0) -> tuple[float, float, float]:

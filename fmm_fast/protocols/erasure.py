@@ -28,9 +28,9 @@ from fmm_fast.data.base import TextDataset
 from fmm_fast.data.masking import masked_count
 from fmm_fast.measures import get_measure
 from fmm_fast.measures.base import ExplainBatch, Measure
-from fmm_fast.protocols.curve_stats import RATIOS, acu_racu
+from fmm_fast.protocols.curve_stats import BASELINE, RATIOS, acu_racu_against_baseline
 
-BASELINE = "rand"
+RUN_KIND = "evaluate"  # the run marker's kind and the record's
 
 
 def step_seed(seed: int, step: int) -> int:
@@ -215,23 +215,20 @@ def erasure_result(
     curves = {
         name: {m: [point[m] for point in s["curve"]] for m in metric_names} for name, s in states.items()
     }
-    names = list(curves)
-    measure_curves = np.asarray([curves[n][metric] for n in names], dtype=np.float64)
-    baseline = np.repeat(measure_curves[names.index(BASELINE)][None, :], len(names), axis=0)
-    acu, racu = acu_racu(measure_curves, baseline, RATIOS)
+    scores = acu_racu_against_baseline({name: curve[metric] for name, curve in curves.items()})
     majority = float(np.bincount(labels).max() / len(labels)) if len(labels) else float("nan")
     measures = {
         name: {
             "signed": bool(get_measure(name).signed),
-            "acu": float(acu[i]),
-            "racu": float(racu[i]),
+            "acu": acu,
+            "racu": racu,
             "seconds": float(states[name]["seconds"]),
             "forward_passes": int(states[name]["forward_passes"]),
         }
-        for i, name in enumerate(names)
+        for name, (acu, racu) in scores.items()
     }
-    for i, name in enumerate(names):
-        if np.isnan(racu[i]):
+    for name, (_, racu) in scores.items():
+        if np.isnan(racu):
             measures[name]["racu_undefined"] = undefined_racu_reason(predicted, label_names, metric)
     return {
         "curves": curves,
@@ -372,7 +369,7 @@ class ErasureRun:
     def run(self) -> dict:
         """All curves (rand first), ACU/RACU, and the result record (also written as result.json)."""
         started = time.perf_counter()
-        claim_directory(self.out_dir, "evaluate", self.settings.fingerprint_fields())
+        claim_directory(self.out_dir, RUN_KIND, self.settings.fingerprint_fields())
         shared = self._load_state("shared")
         if shared is None:
             num_labels = self.engine.info.num_labels
@@ -433,7 +430,7 @@ def evaluation_record(
 ) -> dict:
     """The result.json record of one seed: what ran, on what, and erasure_result's curves and scores."""
     return {
-        "kind": "evaluate",
+        "kind": RUN_KIND,
         "fmm_fast_version": __version__,
         "arguments": settings.to_dict(),
         "model": loaded.describe(settings.model),

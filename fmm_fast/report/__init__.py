@@ -7,7 +7,7 @@ across seeds, after dropping bAbI seeds that did not converge.
 One module per step: `load` reads result files, `aggregate` groups and summarises them, `tables` renders
 Markdown and LaTeX, `plots` draws the figures (erasure curves, MaSF p-values), `write` puts it all on disk.
 `order` holds the canonical measure and strategy order they share. `peer` renders the docs/method.md §8 results of
-`fmm-fast evaluate --protocol aopc` (kind "peer-metrics") as their own table, `masf` the verdicts of
+`fmm-fast aopc` (kind "peer-metrics") as their own table, `masf` the verdicts of
 `fmm-fast masf` runs. ROAR runs (`fmm-fast roar`, "protocol": "roar") are read by `load` too; `roar`
 aggregates them beside the no-retraining erasure of the same measures and `roar_tables` renders that and the
 two protocols' cost. `pages` builds the HTML pages people read (`fmm-fast explain --html`, `fmm-fast report

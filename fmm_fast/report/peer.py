@@ -1,4 +1,4 @@
-"""The report's method.md §8 section: peer-metrics results (`fmm-fast evaluate --protocol aopc`) as a table.
+"""The report's peer-metrics section (docs/method.md §8): `fmm-fast aopc` results as a table.
 
 Per (dataset, strategy) one row per measure: AOPC comprehensiveness, AOPC sufficiency, τ-LOO and the
 ACU/RACU of the ranking-once erasure curve. With one seed the cell is that run's mean over examples and
@@ -37,7 +37,7 @@ def load_peer_records(dirs: Sequence[Path]) -> list[dict]:
         if isinstance(record, dict) and record.get("kind") == RECORD_KIND:
             if not isinstance(record.get("measures"), dict) or "dataset" not in record:
                 raise UserError(
-                    f"malformed peer-metrics result {path}; rerun `fmm-fast evaluate --protocol aopc`"
+                    f"malformed peer-metrics result {path}; rerun `fmm-fast aopc`"
                 )
             records.append({**record, "path": str(path)})
     return records
@@ -73,7 +73,7 @@ def render_peer_markdown(records: list[dict]) -> str:
         # display_name: older records hold a local file's path
         groups[(display_name(record["dataset"]), record["model"]["strategy"], record["split"])].append(record)
     parts = [
-        "Peer metrics (`--protocol aopc`, docs/method.md §8), ×100: ranking computed once on the unmasked "
+        "Peer metrics (`fmm-fast aopc`, docs/method.md §8), ×100: ranking computed once on the unmasked "
         "input; one seed: mean over examples and 95% BCa CI over examples; several: mean over seeds and BCa "
         "CI over seeds. Last column: the ranking-once erasure curve against rand (RACU unsigned, ACU signed)."
     ]

@@ -13,6 +13,7 @@ import pytest
 
 from fmm_fast.cli import main
 from fmm_fast.core.errors import UserError
+from fmm_fast.core.records import read_record
 from fmm_fast.protocols.curve_stats import RATIOS, bootstrap_ci, format_ci
 from fmm_fast.report.aggregate import aggregate, load_report
 from fmm_fast.report.load import load_result
@@ -350,8 +351,12 @@ def test_nan_racu_of_a_flat_baseline_prints_na(tmp_path: Path):
     report, _ = write_report([tmp_path], out)
     assert table_rows((out / "table.md").read_text(), "masked")["loo-abs"] == ["RACU", "n/a"]
     assert math.isnan(report.groups[0].measures["loo-abs"].racu.mean)
-    loo = json.loads((out / "report.json").read_text())["groups"][0]["measures"]["loo-abs"]
+    written = json.loads((out / "report.json").read_text())
+    loo = written["groups"][0]["measures"]["loo-abs"]
     assert loo["racu"]["mean"] is None and loo["acu"]["mean"] == 0.0
+    # the null is a nan under the records' rule, and reads back as one
+    assert written["non_finite"]["/groups/0/measures/loo-abs/racu/mean"] == "nan"
+    assert math.isnan(read_record(out / "report.json")["groups"][0]["measures"]["loo-abs"]["racu"]["mean"])
 
 
 def test_an_undefined_racu_says_why(tmp_path: Path):

@@ -22,7 +22,7 @@ from doubles import (
 from fmm_fast.backends.engine import MaskBatchEngine
 from fmm_fast.core.datatypes import unpad
 from fmm_fast.measures import get_measure
-from fmm_fast.measures.beam import BeamSearch, beam_forward_bound, beam_forward_count, beam_search_reference
+from fmm_fast.measures.beam import BeamSearch, beam_forward_bound, beam_search_reference
 
 A, B, C, D = 10, 11, 12, 13  # token ids of the letters a, b, c, d
 
@@ -35,6 +35,15 @@ DROPS = {
     "abc": 0, "abd": 5, "acd": 20, "bcd": 2,
     "abcd": 0,
 }  # fmt: skip
+
+
+def beam_forward_count(n: int, beam_size: int) -> int:
+    """Children made (before de-duplication) + 1: 1 + Σ_{k<n} min(B, C(n,k))·(n−k) (0 if n = 0).
+
+    Forward passes = this minus the duplicates dropped, as long as each step's beam is full
+    (always true for B = 1, which makes no duplicates, and for B ≥ C(n, n//2), which keeps every subset).
+    """
+    return 0 if n == 0 else 1 + sum(min(beam_size, comb(n, k)) * (n - k) for k in range(n))
 
 
 def hand_backend(label: int = 1) -> LookupBackend:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 
 from fmm_fast.core.records import read_record
 from fmm_fast.core.settings import EvaluationSettings, MasfSettings, TrainSettings
@@ -34,5 +35,5 @@ def test_demo_pipeline_writes_every_step_and_calibrates_on_the_whole_validation_
         ("masf.json", MasfSettings),
     ]:
         record = read_record(tmp_path / name)
-        assert settings.from_dict(record["arguments"]).to_dict() == record["arguments"]
+        assert set(record["arguments"]) == {f.name for f in fields(settings)}
     assert read_record(tmp_path / "masf.json")["kind"] == "masf"

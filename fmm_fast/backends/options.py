@@ -9,7 +9,7 @@ from fmm_fast.core.errors import UserError
 
 DEVICES = ("auto", "cpu", "cuda")
 PROVIDERS = ("auto", "cpu", "cuda", "tensorrt")
-RAN_PRECISIONS = ("fp16",)  # what auto may resolve to beyond PRECISIONS (CUDA); see RunSettings.ran_in
+RAN_PRECISIONS = ("fp16",)  # what auto may resolve to beyond PRECISIONS (CUDA); see ResumableSettings.ran_in
 
 
 def check(checks: list[tuple[bool, str]]) -> None:

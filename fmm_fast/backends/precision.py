@@ -25,10 +25,6 @@ class Precision:
     used: str
     note: str | None = None
 
-    @property
-    def reduced(self) -> bool:
-        return self.used != "fp32"
-
     def as_dict(self) -> dict:
         return asdict(self)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from fmm_fast.backends.loading import LoadedModel
 from fmm_fast.core.outputs import check_directory
-from fmm_fast.core.settings import RunSettings
+from fmm_fast.core.settings import ResumableSettings
 
 
 def seed_directory(out: Path, seed: int) -> Path:
@@ -22,7 +22,7 @@ def own_entries(files: Iterable[str] = ()) -> Callable[[str], bool]:
 
 
 def check_seed_directories(
-    out: Path, runs: Mapping[int, RunSettings], kind: str, precision: str, overwrite: bool
+    out: Path, runs: Mapping[int, ResumableSettings], kind: str, precision: str, overwrite: bool
 ) -> None:
     """Before any work: each seed directory is new, or resumes this very run (in the precision that runs)."""
     for seed, run in runs.items():

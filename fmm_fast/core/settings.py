@@ -12,9 +12,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass, field, is_dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Self, get_type_hints
+from typing import Any, Self
 
 from fmm_fast.backends.engine import DEFAULT_TOKEN_BUDGET
 from fmm_fast.backends.options import BackendOptions, check
@@ -58,7 +58,7 @@ def _content(model: str) -> str:
 
 
 class RunSettings:
-    """What every settings dataclass shares: its record form and its fingerprint."""
+    """What every settings dataclass shares: its record form."""
 
     backend: BackendOptions  # every run has one (a field of each subclass)
 
@@ -66,16 +66,9 @@ class RunSettings:
         """Every field, nested options as objects: the record's "arguments"."""
         return json.loads(json.dumps(asdict(self)))  # type: ignore[call-overload]  # tuples → lists
 
-    @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> Self:
-        """The settings `to_dict` gave (e.g. a record's "arguments"), nested options rebuilt."""
-        types = get_type_hints(cls)
-        nested = {
-            name: types[name](**value)
-            for name, value in values.items()
-            if isinstance(types.get(name), type) and is_dataclass(types[name])
-        }
-        return cls(**{**values, **nested})
+
+class ResumableSettings(RunSettings):
+    """Settings of a run that claims an output directory and resumes there: its fingerprint too."""
 
     def fingerprint_fields(self) -> dict[str, Any]:
         """The fields that decide the run's numbers: all but the engine's and the device's cost knobs, with
@@ -99,7 +92,7 @@ class RunSettings:
 
 
 @dataclass(frozen=True)
-class TrainSettings(RunSettings):
+class TrainSettings(ResumableSettings):
     """One masked fine-tuning run (docs/method.md §2).
 
     model: tiny-roberta, a Hugging Face model name or a local model directory. epochs None: the dataset's
@@ -143,7 +136,7 @@ class TrainSettings(RunSettings):
 
 
 @dataclass(frozen=True)
-class EvaluationSettings(RunSettings):
+class EvaluationSettings(ResumableSettings):
     """One seed of recursive erasure (docs/method.md §4–5) of `measures` on a model.
 
     seed: seed of the `rand` baseline. measure_options: cost knobs passed to every measure (e.g. ig_steps),
@@ -170,7 +163,7 @@ class EvaluationSettings(RunSettings):
 
 
 @dataclass(frozen=True)
-class AopcSettings(RunSettings):
+class AopcSettings(ResumableSettings):
     """One seed of the peer metrics (docs/method.md §8) of `measures` and of explanation files on a model.
 
     Every explanation is computed (or read) once on the unmasked input. seed: of the `rand` baseline.
@@ -229,7 +222,7 @@ class ExplainSettings(RunSettings):
 
 
 @dataclass(frozen=True)
-class MasfSettings(RunSettings):
+class MasfSettings(ResumableSettings):
     """MaSF p-values versus masking ratio (docs/method.md §6) for one or more models.
 
     seed: of the calibration and random test masking. measure + evaluation: test the masked sets that
@@ -267,7 +260,7 @@ ROAR_MAX_STEPS = 10  # the reference's 10% steps
 
 
 @dataclass(frozen=True)
-class RoarSettings(RunSettings):
+class RoarSettings(ResumableSettings):
     """Recursive ROAR (erasure with retraining at every step) of `measures` for `seeds`.
 
     model: the pretrained start every step's model is fine-tuned from (as TrainSettings.model). steps K:

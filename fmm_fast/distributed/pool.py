@@ -148,10 +148,6 @@ class WorkerPool:
         self.wall_seconds = self.overhead_seconds = 0.0
         self.reassigned = 0
 
-    def worker_pids(self) -> list[int]:
-        """The current process id of each actor (restarts included)."""
-        return [identity["pid"] for identity in self._get([a.open.remote(self.model) for a in self.actors])]
-
     def record(self) -> dict:
         """The run record's `workers` section: who ran what, for how long, and the scheduling overhead."""
         return {

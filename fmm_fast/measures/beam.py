@@ -12,7 +12,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from math import comb
 
 import numpy as np
 
@@ -26,15 +25,6 @@ DEFAULT_BEAM_SIZE = 10
 def beam_forward_bound(n: int, beam_size: int) -> int:
     """Upper bound on forward passes for one example with n maskable tokens: 1 + B·n(n+1)/2 (0 if n = 0)."""
     return 0 if n == 0 else 1 + beam_size * n * (n + 1) // 2
-
-
-def beam_forward_count(n: int, beam_size: int) -> int:
-    """Children made (before de-duplication) + 1: 1 + Σ_{k<n} min(B, C(n,k))·(n−k) (0 if n = 0).
-
-    Forward passes = this minus the duplicates dropped, as long as each step's beam is full
-    (always true for B = 1, which makes no duplicates, and for B ≥ C(n, n//2), which keeps every subset).
-    """
-    return 0 if n == 0 else 1 + sum(min(beam_size, comb(n, k)) * (n - k) for k in range(n))
 
 
 @dataclass

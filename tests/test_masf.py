@@ -95,7 +95,7 @@ def test_count_below_each_is_searchsorted_left(size):
 def exact_p_values(
     calibration: np.ndarray, test: np.ndarray, method: str = "in-sample", seed: int = 0
 ) -> np.ndarray:
-    """docs/method.md §6 in exact rational arithmetic (fractions.Fraction) up to the Fisher sum: p1, s2 and p2 are
+    """method.md §6 in exact rational arithmetic (fractions.Fraction) up to the Fisher sum: p1, s2 and p2 are
     Fractions, so mathematically equal statistics are equal; log takes float(p2), correctly rounded.
     split: p1 = (1 + m) / (|A| + 1), and levels 2-3 over the bag of half B and the test example, recomputed
     from scratch for every test example."""

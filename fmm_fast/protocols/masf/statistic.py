@@ -475,7 +475,7 @@ class MaSFCalibration:
 def masf_oracle_p_values(
     calibration_signals: np.ndarray, test_signals: np.ndarray, method: str = "in-sample", seed: int = 0
 ) -> np.ndarray:
-    """(N_cal, L+1, D), (N_test, L+1, D) float32 -> (N_test,) float64: docs/method.md §6 transcribed level by level,
+    """(N_cal, L+1, D), (N_test, L+1, D) float32 -> (N_test,) float64: method.md §6 level by level,
     every ECDF a direct count over the whole reference (O(N²) comparisons); split: each test example's
     bag is half B and itself, so each member's count gains 1 where the test example is below it."""
     sets = reference_sets(calibration_signals, method, seed)

@@ -85,8 +85,10 @@ class Explanation:
     tokens, scores, explained, offsets, segments: one entry per model token (specials included).
     offsets: [start, end) characters of the token in its segment's text (text for segment 0, pair for
     segment 1); segments: 0, 1, or -1 for a special token. probability: the model's probability of its
-    prediction. index: the example's position in the explained split. Lines written before offsets were
-    recorded load with empty offsets and segments (the page then shows tokens only).
+    prediction. index: the example's position in the explained split. tokens_kept / tokens_total: the
+    example's tokens after / before the cut to the model's maximum length (None when not known). Lines
+    written before offsets were recorded load with empty offsets and segments (the page then shows tokens
+    only).
     """
 
     tokens: list[str]
@@ -102,6 +104,8 @@ class Explanation:
     probability: float | None = None
     offsets: list[list[int]] = field(default_factory=list)
     segments: list[int] = field(default_factory=list)
+    tokens_kept: int | None = None
+    tokens_total: int | None = None
 
 
 def explain_texts(
@@ -212,6 +216,8 @@ def to_explanations(
                 probability=float(row_probabilities[prediction]),
                 offsets=located[0],
                 segments=located[1],
+                tokens_kept=len(ids),
+                tokens_total=encoded.tokens_total(index),
             )
         )
     return explanations

@@ -62,6 +62,7 @@ def workspace(tiny_babi, tmp_path_factory):
         "ab_csv": _csv(root / "ab.csv", [f"{w},{'a' if i % 2 else 'b'}" for i, w in enumerate(words)]),
         "one_class": _csv(root / "one-class.csv", [f"{w},a" for w in words]),
         "ragged": _csv(root / "ragged.csv", ["x y,a", "z,b,extra", "w,a"]),
+        "twice": _csv(root / "twice.csv", ["x,a,y", "z,b,w"], header="text,label,text"),
         "few": _csv(root / "few.csv", ["x,a", "y,b"]),
         "non_fmm": _non_fmm_onnx(root / "plain.onnx"),
         "truncated": str(truncated),
@@ -77,6 +78,8 @@ def workspace(tiny_babi, tmp_path_factory):
 
 
 EVALUATE = "evaluate --model {onnx} {babi} --limit 3 --quiet --out {new}"
+# A case's own option replaces the template's (`_argv`): the CLI refuses a repeated option, which the
+# cases that say "given more than once" test.
 LOCAL = "evaluate --model {onnx} --text-field text --label-field label --out {new} --dataset"
 
 # (case, command line: {name} stands for a workspace path or flags, a word the one line must contain)
@@ -133,7 +136,30 @@ CASES = [
     ("evaluate into an evaluation of another model", EVALUATE + " --model {ckpt} --out {eval}",
      "differs in model ("),
     ("unknown option", "masf --model {onnx} --quite --out {new}", "--quite"),
+    ("repeated --model", EVALUATE + " --model {ckpt}", "--model was given more than once"),
+    ("repeated --out", "explain --model {onnx} -m loo-abs --out {new}.jsonl --out {explained}",
+     "--out was given more than once"),
+    ("repeated flag", "train {babi} --quiet --quiet --out {new}", "--quiet was given more than once"),
+    ("repeated --metric", LOCAL + " {ab_csv} --metric macro-f1 --metric accuracy", "--metric was given more than once"),
+    ("CSV naming a column twice", LOCAL + " {twice}", "'text' twice"),
 ]
+
+
+def _argv(command: str, paths: dict, keep_repeats: bool = False) -> list[str]:
+    """The command line, an option given again replacing its earlier value unless keep_repeats."""
+    argv = command.format(**paths).split()
+    if keep_repeats:
+        return argv
+    kept: list[str] = []
+    for position, word in enumerate(argv):
+        value_of = argv[position - 1] if position else ""
+        later = argv[position + 1 :]
+        if word.startswith("--") and word in later:
+            continue
+        if value_of.startswith("--") and value_of in later and not word.startswith("-"):
+            continue
+        kept.append(word)
+    return kept
 
 
 def _snapshot(*roots: Path) -> dict[str, tuple[int, str]]:
@@ -161,7 +187,7 @@ def test_bad_input_exits_2_with_one_line_and_changes_nothing(
     workspace, tiny_babi, capfd, case, command, expected
 ):
     root, paths = workspace
-    argv = command.format(**paths).split()
+    argv = _argv(command, paths, keep_repeats="more than once" in expected)
     _assert_one_line_and_nothing_changed(argv, [root, tiny_babi[0].parent.parent], capfd, expected)
     new = Path(paths["new"])
     if new.is_dir():  # a run refused after its checks leaves no claim behind
@@ -174,7 +200,7 @@ def test_a_second_process_on_the_same_out_exits_2_at_once(workspace, tiny_babi, 
     evaluation = Path(paths["eval"])
     with (evaluation / LOCK_NAME).open("a") as held:  # what a running `fmm-fast evaluate` holds
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        argv = (EVALUATE + " --out {eval}").format(**paths).split()
+        argv = _argv(EVALUATE + " --out {eval}", paths)
         models = tiny_babi[0].parent.parent
         _assert_one_line_and_nothing_changed(argv, [root, models], capfd, "another fmm-fast")
 
@@ -184,6 +210,6 @@ def test_a_damaged_run_marker_is_named(workspace, tiny_babi, tmp_path, capfd):
     out = tmp_path / "damaged"
     shutil.copytree(paths["eval"], out)
     (out / "seed-0" / RUN_MARKER).write_text('{"kind": "evalu')
-    argv = (EVALUATE + " --out {out}").format(**paths, out=out).split()
+    argv = _argv(EVALUATE + " --out {out}", {**paths, "out": out})
     _assert_one_line_and_nothing_changed(argv, [tmp_path], capfd, str(out / "seed-0" / RUN_MARKER))
 

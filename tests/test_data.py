@@ -343,13 +343,39 @@ def test_local_file_errors(tmp_path):
         load_dataset(str(tmp_path / "one.jsonl"), text_field="a", label_field="b")
 
 
-def test_local_csv_numbers_only_in_all_number_columns(tmp_path):
+def test_local_csv_cells_stay_text(tmp_path):
+    """Integer-looking cells are not numbers: labels 01..06 keep their names, "003" stays "003"."""
     path = tmp_path / "codes.csv"
-    texts = ["007", "agent", "1e3", "x"] * 5  # not all numbers: kept as written
-    path.write_text("text,label\n" + "".join(f"{t},{i % 2 + 1.5}\n" for i, t in enumerate(texts)))
+    texts = ["003", "007", "1e3", "0.50"] * 6
+    path.write_text("text,label\n" + "".join(f"{t},0{i % 6 + 1}\n" for i, t in enumerate(texts)))
     dataset = load_dataset(str(path), text_field="text", label_field="label")
-    assert dataset.label_names == ["1.5", "2.5"]
+    assert dataset.label_names == ["01", "02", "03", "04", "05", "06"]
     assert sorted(set().union(*(split.first for split in dataset.splits.values()))) == sorted(set(texts))
+    mapped = load_dataset(
+        str(path), text_field="text", label_field="label", label_names=["01", "02", "03", "04", "05", "06"]
+    )
+    assert mapped.label_names == dataset.label_names
+
+
+def test_local_files_accept_a_bom_and_refuse_repeated_column_names(tmp_path):
+    rows = "".join(f"t{i},{'a' if i % 2 else 'b'}\n" for i in range(20))
+    (tmp_path / "bom.csv").write_bytes("\ufefftext,label\n".encode() + rows.encode())
+    assert load_dataset(str(tmp_path / "bom.csv"), text_field="text", label_field="label").label_names == [
+        "a",
+        "b",
+    ]
+    lines = "".join(json.dumps({"text": f"t{i}", "label": "ab"[i % 2]}) + "\n" for i in range(20))
+    (tmp_path / "bom.jsonl").write_bytes(("\ufeff" + lines).encode())
+    assert load_dataset(str(tmp_path / "bom.jsonl"), text_field="text", label_field="label").num_labels == 2
+    (tmp_path / "twice.csv").write_text("text,label,text\n" + rows.replace("\n", ",x\n"))
+    with pytest.raises(UserError, match="names the column 'text' twice"):
+        load_dataset(str(tmp_path / "twice.csv"), text_field="text", label_field="label")
+    (tmp_path / "twice.jsonl").write_text('{"text": "a", "label": "x"}\n{"text": "b", "text": "c"}\n')
+    with pytest.raises(UserError, match="line 2 names the column 'text' twice"):
+        load_dataset(str(tmp_path / "twice.jsonl"), text_field="text", label_field="label")
+    (tmp_path / "broken.jsonl").write_text(lines + '{"text": "b", "label": \n')
+    with pytest.raises(UserError, match="line 21: Expecting value"):
+        load_dataset(str(tmp_path / "broken.jsonl"), text_field="text", label_field="label")
 
 
 def test_missing_hub_extra_names_it(tmp_path, monkeypatch):

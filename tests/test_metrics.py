@@ -12,6 +12,7 @@ from fmm_fast.core.metrics import (
     compute_metrics,
     confusion_matrix,
     macro_f1,
+    majority_metric,
     matthews,
     micro_f1,
 )
@@ -66,6 +67,14 @@ def test_majority_baseline_matches_paper_formula():
     pred = np.zeros_like(gold)
     c, s, k = 7, 10, 3
     assert macro_f1(gold, pred, num_labels=k) == pytest.approx((1 / k) * c / (0.5 * s + 0.5 * c))
+
+
+def test_the_majority_baseline_is_the_chosen_metric_of_the_majority_predictor():
+    spam = np.array([0] * 870 + [1] * 130)  # 13% positive
+    assert majority_metric(spam, "accuracy", 2) == pytest.approx(0.87)
+    assert majority_metric(spam, "macro_f1", 2) == pytest.approx(0.465, abs=5e-4)  # not 0.87
+    assert majority_metric(np.array([1, 0, 1]), "micro_f1", 3) == pytest.approx(2 / 3)
+    assert np.isnan(majority_metric(np.array([], dtype=np.int64), "accuracy", 2))
 
 
 def test_extremes():

@@ -11,6 +11,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 import torch
+from onnx import numpy_helper
 from tokenizers import Tokenizer
 from transformers import BertConfig, BertForSequenceClassification
 
@@ -400,7 +401,7 @@ def test_cuda_provider_with_io_binding_matches_cpu(roberta_checkpoint, roberta_o
     np.testing.assert_allclose(got.signals, expected.signals, atol=1e-3)
 
 
-def test_optimized_graph_is_cached_and_refreshed(roberta_onnx, tmp_path) -> None:
+def test_optimized_graph_is_cached_by_the_models_content(roberta_onnx, tmp_path) -> None:
     path = tmp_path / "model.onnx"
     path.write_bytes(roberta_onnx[0].read_bytes())
     first = OnnxBackend.from_file(path, provider="cpu", threads=1)
@@ -411,15 +412,28 @@ def test_optimized_graph_is_cached_and_refreshed(roberta_onnx, tmp_path) -> None
     input_ids, attention_mask = pad_batch([np.arange(3, 12)], first.info.pad_id)
     reused = OnnxBackend.from_file(path, provider="cpu")
     assert caches[0].stat().st_mtime_ns == written
-    np.testing.assert_array_equal(
-        reused.forward(input_ids, attention_mask).logits, first.forward(input_ids, attention_mask).logits
-    )
+    old_logits = first.forward(input_ids, attention_mask).logits
+    np.testing.assert_array_equal(reused.forward(input_ids, attention_mask).logits, old_logits)
     first.forward(input_ids, attention_mask, with_signals=True)
     assert len(list(tmp_path.glob("model.opt-cpu-*.onnx"))) == 1
-    earlier = path.stat().st_mtime_ns - 10**10
-    os.utime(caches[0], ns=(earlier, earlier))  # the model is newer than its cache: the cache is stale
-    OnnxBackend.from_file(path, provider="cpu")
-    assert caches[0].stat().st_mtime_ns >= path.stat().st_mtime_ns
+    # Another model (every weight changed) put in its place with an older mtime, as `cp -p` or
+    # `rsync -a` do: the cache of the old model, newer than the file, must not run.
+    other = onnx.load(str(path))
+    for initializer in other.graph.initializer:
+        if initializer.data_type == onnx.TensorProto.FLOAT:
+            values = numpy_helper.to_array(initializer)
+            initializer.CopyFrom(numpy_helper.from_array(values * 1.5 + 0.01, initializer.name))
+    replacement = tmp_path / "elsewhere" / "model.onnx"
+    replacement.parent.mkdir()
+    onnx.save(other, str(replacement))
+    expected = OnnxBackend.from_file(replacement, provider="cpu").forward(input_ids, attention_mask).logits
+    assert not np.allclose(expected, old_logits)
+    earlier = caches[0].stat().st_mtime_ns - 10**10
+    path.write_bytes(replacement.read_bytes())
+    os.utime(path, ns=(earlier, earlier))
+    replaced = OnnxBackend.from_file(path, provider="cpu")
+    np.testing.assert_allclose(replaced.forward(input_ids, attention_mask).logits, expected, atol=1e-5)
+    assert len(list(tmp_path.glob("model.logits.opt-cpu-*.onnx"))) == 2  # one per content
 
 
 def test_embedding_rows_are_found_in_plain_and_fused_graphs(bert_checkpoint, bert_onnx, tmp_path) -> None:

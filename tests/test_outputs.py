@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from fmm_fast.cli import main
-from fmm_fast.core.digest import model_sha256
+from fmm_fast.core.digest import CACHE_FILE, content_sha256
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.outputs import RUN_MARKER, check_directory, claim_directory, differences, output_lock
 from fmm_fast.data.labels import model_label_indices, parse_label_map
@@ -76,26 +76,32 @@ def test_the_lock_is_released_when_its_holder_is_killed(tmp_path):
         pass
 
 
-def test_model_digest_follows_content_and_uses_its_cache(tmp_path, monkeypatch):
+def test_content_digest_follows_content_and_uses_its_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    cache_file = tmp_path / "cache" / "fmm-fast" / CACHE_FILE
     model = tmp_path / "m.onnx"
     model.write_bytes(b"first model")
-    first = model_sha256(model)
-    cache = json.loads((tmp_path / "cache" / "fmm-fast" / "model-sha256.json").read_text())
-    assert cache[str(model.resolve())][2] == first
+    first = content_sha256(model)
+    cache = json.loads(cache_file.read_text())
+    assert cache[str(model.resolve())][-1] == first
+    cache[str(model.resolve())][-1] = "cached"  # an untouched file is answered from the cache
+    cache_file.write_text(json.dumps(cache))
+    assert content_sha256(model) == "cached"
     stat = model.stat()
-    model.write_bytes(b"other model")  # same size and, set back, same mtime: the cache answers
+    model.write_bytes(b"other model")  # same size and, set back as `cp -p` does, the same mtime
     os.utime(model, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    assert model_sha256(model) == first
-    time.sleep(0.01)
-    model.write_bytes(b"other model")  # a newer mtime: hashed again
-    assert model_sha256(model) != first
+    assert model.stat().st_mtime_ns == stat.st_mtime_ns and content_sha256(model) not in (first, "cached")
+    replacement = tmp_path / "new.onnx"
+    replacement.write_bytes(b"third model")
+    os.utime(replacement, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    os.replace(replacement, model)  # `mv`: same size, same mtime, another inode
+    assert content_sha256(model) == hashlib.sha256(b"third model").hexdigest()
     checkpoint = tmp_path / "checkpoint"
     checkpoint.mkdir()
     (checkpoint / "model.safetensors").write_bytes(b"weights")
-    before = model_sha256(checkpoint)
+    before = content_sha256(checkpoint)
     (checkpoint / "model.safetensors").write_bytes(b"weights, retrained")
-    assert model_sha256(checkpoint) != before
+    assert content_sha256(checkpoint) != before
 
 
 def test_labels_match_by_name_or_by_the_users_map():
@@ -173,3 +179,21 @@ def test_train_warns_when_the_selected_model_predicts_one_class():
     assert one_class_warning(np.array([0, 1, 1]), ["ham", "spam"], 2) is None
     warning = one_class_warning(np.array([0, 0, 0]), ["ham", "spam"], 2)
     assert warning is not None and "predicts one class ('ham') for all 3 validation examples" in warning
+
+
+def test_resume_refuses_a_data_file_edited_between_runs(tiny_babi, tmp_path, capsys):
+    """The fingerprint holds a local data file's content: the edited file is named, nothing resumes."""
+    _, onnx_path, _ = tiny_babi
+    data = tmp_path / "places.csv"
+    rows = [f"Mary went to the {place}. Where is Mary?,{place}" for place in ("garden", "kitchen") * 15]
+    data.write_text("text,label\n" + "\n".join(rows) + "\n")
+    argv = ["evaluate", "--model", str(onnx_path), "--dataset", str(data), "--text-field", "text",
+            "--label-field", "label", "--limit", "3", "--quiet", "--out", str(tmp_path / "e")]  # fmt: skip
+    assert main(argv) == 0
+    stat = data.stat()
+    data.write_text(data.read_text().replace("Mary", "Anna"))  # same size, mtime set back
+    os.utime(data, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "differs in data.content." in err and str(data) in err, err

@@ -2,8 +2,9 @@
 
 The file is self-describing: ModelInfo, tokenizer and verification report come from its metadata. The
 sessions run graph optimisation ORT_ENABLE_ALL; the optimised graphs are cached next to the model
-(`<stem>.logits.opt-<provider>-ort<version>.onnx` for the logits-only cut, `<stem>.opt-...` for the whole
-graph) and reused while they are newer than the model.
+(`<stem>.logits.opt-<provider>-ort<version>-<sha256 prefix>.onnx` for the logits-only cut, `<stem>.opt-...`
+for the whole graph), keyed by the model's content digest: a model replaced at the same path, whatever its
+modification time, never runs an old model's graph.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from tokenizers import Tokenizer
 
 from fmm_fast.backends.base import ForwardOutput
 from fmm_fast.core.datatypes import ModelInfo
+from fmm_fast.core.digest import content_sha256
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.records import loads_record
 from fmm_fast.core.threads import compute_threads
@@ -48,6 +50,7 @@ PROVIDER_CHAINS = {
 }
 # TensorRT compiles its nodes, and compiled graphs cannot be saved: it keeps its own engine cache instead.
 CACHED_PROVIDERS = ("cpu", "cuda")
+CACHE_DIGEST_CHARS = 16  # of the model's sha256 in a cached graph's name: 64 bits, no accidental clash
 
 
 class OnnxBackend:
@@ -254,7 +257,7 @@ def _provider_missing(reason: str, strict: bool) -> None:
 
 def _session_source(path: Path, key: str, chain: list[str], logits_only: bool) -> str | bytes:
     """What a session loads: the cached optimised graph for provider `key` (the logits-only cut or the
-    whole graph), written first if missing or older than the model.
+    whole graph) of this model's content, written first if missing.
 
     Written at ORT_ENABLE_EXTENDED: ORT_ENABLE_ALL adds hardware-specific layouts that must not be saved;
     the session applies them when it loads the cache. Without a cache (TensorRT, a read-only folder) it
@@ -263,8 +266,9 @@ def _session_source(path: Path, key: str, chain: list[str], logits_only: bool) -
     import onnxruntime as ort
 
     kind = ".logits" if logits_only else ""
-    cache = path.with_name(f"{path.stem}{kind}.opt-{key}-ort{ort.__version__}.onnx")
-    if cache.is_file() and cache.stat().st_mtime >= path.stat().st_mtime:
+    digest = content_sha256(path)[:CACHE_DIGEST_CHARS]
+    cache = path.with_name(f"{path.stem}{kind}.opt-{key}-ort{ort.__version__}-{digest}.onnx")
+    if cache.is_file():
         return str(cache)
     source = _logits_only_graph(path) if logits_only else str(path)
     if key not in CACHED_PROVIDERS:

@@ -9,7 +9,10 @@ from __future__ import annotations
 import importlib
 import sys
 
+from typer.core import TyperCommand
+
 from fmm_fast.cli.app import app
+from fmm_fast.cli.once import OnceCommand
 from fmm_fast.core.errors import UserError
 
 COMMAND_MODULES = ["train", "export", "explain", "evaluate", "aopc", "roar", "masf", "report", "demo"]
@@ -22,6 +25,9 @@ def _register() -> None:
         except ModuleNotFoundError as error:
             if error.name != f"fmm_fast.cli.{name}":
                 raise
+    for command in app.registered_commands:  # every command refuses a repeated single-value option
+        if command.cls in (None, TyperCommand):
+            command.cls = OnceCommand
 
 
 def _usage_error_types() -> tuple[tuple[type, ...], tuple[type, ...]]:

@@ -82,6 +82,7 @@ def train(
     )
     print(f"test {metric} at explained-token masking {test}")
     print(
-        f"majority baseline {record['majority_baseline']:.4f} (share of '{record['majority_label']}' in test)"
+        f"majority baseline {record['majority_baseline']:.4f} ({metric} of always predicting "
+        f"'{record['majority_label']}')"
     )
     print(f"wrote {out / MODEL_DIR} and {out / RUN_FILE}")

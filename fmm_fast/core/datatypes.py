@@ -18,6 +18,8 @@ class EncodedSplit:
     labels:       (N,) int64 gold label index.
     supporting[i]: (T_i,) bool, first-segment tokens inside a supporting-fact span (bAbI); an empty list
                   when the dataset records no supporting facts.
+    token_totals: (N,) int64 tokens of each example before truncation to the model's maximum (T_i when
+                  it was not cut); empty when unknown (a split built by hand).
     """
 
     input_ids: list[np.ndarray]
@@ -26,9 +28,25 @@ class EncodedSplit:
     labels: np.ndarray
     texts: list[tuple[str, str | None]] = field(default_factory=list)
     supporting: list[np.ndarray] = field(default_factory=list)
+    token_totals: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
 
     def __len__(self) -> int:
         return len(self.input_ids)
+
+    def tokens_total(self, i: int) -> int:
+        """Example i's token count before truncation (its kept count when unknown)."""
+        return int(self.token_totals[i]) if len(self.token_totals) else len(self.input_ids[i])
+
+    def truncation(self) -> dict[str, int]:
+        """What truncation to the model's maximum length cut: examples cut, and tokens kept / total."""
+        kept = [len(ids) for ids in self.input_ids]
+        totals = [self.tokens_total(i) for i in range(len(self))]
+        return {
+            "examples": len(self),
+            "examples_cut": sum(t > k for k, t in zip(kept, totals, strict=True)),
+            "tokens_kept": sum(kept),
+            "tokens_total": sum(totals),
+        }
 
     def subset(self, indices: np.ndarray | list[int]) -> EncodedSplit:
         idx = [int(i) for i in indices]
@@ -39,6 +57,7 @@ class EncodedSplit:
             labels=self.labels[idx],
             texts=[self.texts[i] for i in idx] if self.texts else [],
             supporting=[self.supporting[i] for i in idx] if self.supporting else [],
+            token_totals=self.token_totals[idx] if len(self.token_totals) else self.token_totals,
         )
 
 

@@ -1,8 +1,12 @@
-"""The content digest of a model (an .onnx file or a checkpoint directory), for run fingerprints.
+"""The content digest of every input a run reads (a model file or checkpoint directory, a data file, saved
+masked sets), for run fingerprints and for the caches derived from a model.
 
-Re-exporting a different model to the same path must not resume the old run, so fingerprints hold the
-model's sha256, not its path. Hashing a large model takes a while, so digests are cached per file by size
-and modification time in CACHE_FILE under $XDG_CACHE_HOME (default ~/.cache)/fmm-fast.
+Re-exporting another model to the same path, or editing a data file, must not resume the old run, so
+fingerprints hold the input's sha256, not its path. Hashing a large file takes a while, so digests are
+cached per file in CACHE_FILE under $XDG_CACHE_HOME (default ~/.cache)/fmm-fast, keyed by the file's
+size, modification time, inode and status-change time: `cp -p`, `mv` and `rsync -a` can give a new
+content an old size and mtime, but a new content always has a new inode or a new ctime (which no user
+call can set back).
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from pathlib import Path
 
 from fmm_fast.core.errors import UserError
 
-CACHE_FILE = "model-sha256.json"
+CACHE_FILE = "sha256.json"
 _CHUNK = 1 << 20
 
 
@@ -43,36 +47,47 @@ def _write_cache(path: Path, cache: dict[str, list]) -> None:
 
 
 def file_sha256(path: Path, cache: dict[str, list]) -> str:
-    """sha256 of one file, from `cache` ({resolved path: [size, mtime_ns, sha256]}) when size and
-    mtime still match; a fresh digest is stored there."""
+    """sha256 of one file, from `cache` ({resolved path: [size, mtime_ns, inode, ctime_ns, sha256]}) when
+    all four still match; a fresh digest is stored there."""
     stat = path.stat()
     key = str(path.resolve())
+    identity = [stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_ctime_ns]
     cached = cache.get(key)
-    if isinstance(cached, list) and cached[:2] == [stat.st_size, stat.st_mtime_ns]:
-        return str(cached[2])
+    if isinstance(cached, list) and len(cached) == 5 and cached[:4] == identity:
+        return str(cached[4])
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         while chunk := handle.read(_CHUNK):
             digest.update(chunk)
-    cache[key] = [stat.st_size, stat.st_mtime_ns, digest.hexdigest()]
+    cache[key] = [*identity, digest.hexdigest()]
     return digest.hexdigest()
 
 
-def model_sha256(model: str | Path) -> str:
-    """sha256 of an .onnx file, or of a checkpoint directory's files (name and digest of each, sorted)."""
-    model = Path(model)
-    if model.is_file():
-        files = [model]
-    elif model.is_dir():
-        files = sorted(p for p in model.rglob("*") if p.is_file() and not p.name.startswith("."))
+def content_sha256(path: str | Path) -> str:
+    """sha256 of a file, or of a directory's files (name and digest of each, sorted; hidden files left
+    out). UserError when the path does not exist or cannot be read."""
+    path = Path(path)
+    if path.is_file():
+        files = [path]
+    elif path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
     else:
-        raise UserError(f"model '{model}' does not exist; check --model")
+        raise UserError(f"'{path}' does not exist; check the path")
     cache_path = _cache_path()
     cache = _read_cache(cache_path)
     before = dict(cache)
-    digests = [(str(p.relative_to(model)) if p != model else "", file_sha256(p, cache)) for p in files]
+    try:
+        digests = [(str(p.relative_to(path)) if p != path else "", file_sha256(p, cache)) for p in files]
+    except OSError as error:
+        where = error.filename or path
+        raise UserError(f"cannot read '{where}' ({error.strerror}); check the path") from None
     if cache != before:
         _write_cache(cache_path, cache)
-    if model.is_file():
+    if path.is_file():
         return digests[0][1]
     return hashlib.sha256(json.dumps(digests).encode()).hexdigest()
+
+
+def content_id(path: str | Path) -> str:
+    """ "sha256:<hex>" of `path` (see content_sha256): what a fingerprint holds for an input."""
+    return f"sha256:{content_sha256(path)}"

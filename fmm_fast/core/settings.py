@@ -18,7 +18,7 @@ from typing import Any, Self
 
 from fmm_fast.backends.engine import DEFAULT_TOKEN_BUDGET
 from fmm_fast.backends.options import BackendOptions, check
-from fmm_fast.core.digest import model_sha256
+from fmm_fast.core.digest import content_id
 from fmm_fast.core.errors import UserError
 from fmm_fast.data.masking import DEFAULT_STRATEGY, TRAINING_BATCH_SIZE, check_strategy
 from fmm_fast.data.options import DataOptions
@@ -54,7 +54,7 @@ class EngineOptions:
 def _content(model: str) -> str:
     """A model's sha256 (see fmm_fast.core.digest); its name where no such path exists (a hub model,
     tiny-roberta, a test double)."""
-    return f"sha256:{model_sha256(model)}" if Path(model).exists() else model
+    return content_id(model) if Path(model).exists() else model
 
 
 class RunSettings:
@@ -73,8 +73,10 @@ class ResumableSettings(RunSettings):
     def fingerprint_fields(self) -> dict[str, Any]:
         """The fields that decide the run's numbers: all but the engine's and the device's cost knobs, with
         the content digest of each model file in place of its path (a model re-exported to the same path
-        is another model)."""
+        is another model) and of each local data file beside its path (an edited file is another dataset)."""
         fields = {name: value for name, value in self.to_dict().items() if name not in ("engine", "backend")}
+        if "data" in fields:
+            fields["data"] = self.data.fingerprint_fields()  # type: ignore[attr-defined]
         if "model" in fields:
             fields["model"] = _content(fields["model"])
         if "models" in fields:
@@ -254,6 +256,21 @@ class MasfSettings(ResumableSettings):
             raise UserError(
                 "--measure and --evaluation go together: the masked sets of MEASURE saved in EVALUATION"
             )
+
+    def masked_dir(self) -> Path | None:
+        """Where the evaluation saved the masked sets of `measure`; None for random masking."""
+        if self.evaluation is None or self.measure is None:
+            return None
+        return Path(self.evaluation) / "masked" / self.measure
+
+    def fingerprint_fields(self) -> dict[str, Any]:
+        """RunSettings' fields and the content of the saved masked sets it tests (an evaluation rerun with
+        --overwrite saves other sets at the same path)."""
+        fields = super().fingerprint_fields()
+        masked = self.masked_dir()
+        if masked is not None and masked.is_dir():
+            fields["masked_sets"] = content_id(masked)
+        return fields
 
 
 ROAR_MAX_STEPS = 10  # the reference's 10% steps

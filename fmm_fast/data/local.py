@@ -1,11 +1,18 @@
-"""A user's own labelled text file (.csv, .jsonl / .json lines, .parquet), split 80/10/10 by label."""
+"""A user's own labelled text file (.csv, .jsonl / .json lines, .parquet), split 80/10/10 by label.
+
+Cells are read as the file states them: every CSV cell is text ("003" stays "003", labels "01".."06" stay
+"01".."06"); JSON and Parquet keep their own types (a number there is declared numeric by the file). A
+UTF-8 byte-order mark is skipped, and a column name given twice is an error, never a silent choice.
+"""
 
 from __future__ import annotations
 
 import csv
 import json
+import math
 import re
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +31,8 @@ LOCAL_EPOCHS = 10
 
 @dataclass
 class Table:
-    """A file's rows by column: columns[name][row] is a str, int, float, bool or None (missing)."""
+    """A file's rows by column: columns[name][row] is a str (every CSV cell), a JSON/Parquet int, float or
+    bool, or None (missing)."""
 
     columns: dict[str, list]
 
@@ -75,10 +83,10 @@ def read_table(path: Path) -> Table:
 
 
 def _csv_rows(path: Path) -> list[dict]:
-    """Rows of a CSV file with a header. A column whose cells are all integers (or all numbers) holds
-    ints (floats), so numeric labels sort numerically; an empty or absent cell is missing."""
-    with path.open(newline="", encoding="utf-8") as handle:
+    """Rows of a CSV file with a header, every cell as text; an empty or absent cell is missing."""
+    with path.open(newline="", encoding="utf-8-sig") as handle:  # -sig: a leading BOM is not a name
         reader = csv.DictReader(handle)  # cells beyond the header land under the key None
+        _check_unique(reader.fieldnames or [], "the header")
         rows = []
         for row in reader:
             if None in row:
@@ -87,29 +95,36 @@ def _csv_rows(path: Path) -> list[dict]:
                     f"the header {len(reader.fieldnames or [])}"
                 )
             rows.append({name: cell or None for name, cell in row.items()})
-    for name in reader.fieldnames or []:
-        present = [row for row in rows if row.get(name) is not None]
-        for number in (int, float):
-            try:
-                values = [number(row[name]) for row in present]
-            except ValueError:
-                continue
-            for row, value in zip(present, values, strict=True):
-                row[name] = value
-            break
     return rows
+
+
+def _check_unique(names: list[str], where: str) -> None:
+    """ValueError naming the first column name that `names` holds twice."""
+    repeated = next((name for i, name in enumerate(names) if name in names[:i]), None)
+    if repeated is not None:
+        raise ValueError(f"{where} names the column {repeated!r} twice; give each column its own name")
 
 
 def _json_lines(path: Path) -> list[dict]:
     rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    # split at newlines only: splitlines() also breaks at characters a JSON string may hold (U+2028, ...),
+    # which would shift the line numbers errors name
+    for number, line in enumerate(path.read_text(encoding="utf-8-sig").split("\n"), start=1):
         if not line.strip():
             continue
-        row = json.loads(line)
+        try:
+            row = json.loads(line, object_pairs_hook=partial(_unique_object, number=number))
+        except json.JSONDecodeError as error:
+            raise ValueError(f"line {number}: {error.msg} (column {error.colno})") from None
         if not isinstance(row, dict):
             raise ValueError(f"line {number} is a JSON {type(row).__name__}, not an object")
         rows.append(row)
     return rows
+
+
+def _unique_object(pairs: list[tuple[str, object]], number: int) -> dict:
+    _check_unique([key for key, _ in pairs], f"line {number}")
+    return dict(pairs)
 
 
 def _parquet_rows(path: Path) -> list[dict]:
@@ -118,7 +133,9 @@ def _parquet_rows(path: Path) -> list[dict]:
     import pyarrow.parquet
 
     try:
-        return pyarrow.parquet.read_table(path).to_pylist()
+        table = pyarrow.parquet.read_table(path)
+        _check_unique(table.column_names, "the schema")
+        return table.to_pylist()
     except pyarrow.ArrowInvalid as error:
         raise ValueError(str(error)) from error
 
@@ -137,11 +154,12 @@ def column_values(table: Table, field: str, path: Path, option: str) -> list:
 def label_indices(values: list, label_names: list[str] | None, path: Path) -> tuple[np.ndarray, list[str]]:
     """(N,) int64 label indices and the label names.
 
-    Without label_names the names are the distinct values, sorted by value (so 0..10 stay in numeric
-    order), as strings. With label_names, a value outside them is a UserError.
+    Without label_names the names are the distinct values as strings, as written ("01" stays "01"),
+    ordered by number where a value reads as one (so 1, 2, 10 keep numeric order), then as text. With
+    label_names, a value outside them is a UserError.
     """
     if label_names is None:
-        label_names = [str(value) for value in sorted(set(values))]
+        label_names = [str(value) for value in sorted(set(values), key=_label_order)]
     index = {name: i for i, name in enumerate(label_names)}
     if len(index) != len(label_names):
         raise UserError(f"label names {label_names} repeat a name; give each label once")
@@ -154,6 +172,16 @@ def label_indices(values: list, label_names: list[str] | None, path: Path) -> tu
     if len(label_names) < 2:
         raise UserError(f"{path}: found only the label {label_names}; classification needs at least two")
     return np.asarray([index[str(value)] for value in values], dtype=np.int64), label_names
+
+
+def _label_order(value: object) -> tuple:
+    """Values that read as numbers first, by number (the text breaks ties: "1" before "01"), then the
+    rest as text. Only the order: a name is always the value as written."""
+    try:
+        number = float(str(value))
+    except ValueError:
+        return (1, 0.0, str(value))
+    return (0, number, str(value)) if math.isfinite(number) else (1, 0.0, str(value))
 
 
 def local_file_splits(

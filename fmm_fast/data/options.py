@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import json
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 
 from fmm_fast.backends.loading import LoadedModel
 from fmm_fast.core.datatypes import EncodedSplit
+from fmm_fast.core.digest import content_id
 from fmm_fast.core.errors import UserError
 from fmm_fast.data import load_dataset
 from fmm_fast.data.base import TextDataset
 from fmm_fast.data.labels import model_label_indices
+from fmm_fast.data.local import is_local_file_name
 from fmm_fast.data.tokenization import encode_split
 
 
@@ -38,6 +42,14 @@ class DataOptions:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "label_map", tuple(tuple(pair) for pair in self.label_map))  # from JSON
+
+    def fingerprint_fields(self) -> dict:
+        """Every option, and for a local data file its content ("content": {path: "sha256:..."}), so that
+        a file edited between runs does not resume the run of its old rows."""
+        fields = json.loads(json.dumps(asdict(self)))  # tuples → lists, as a marker gives them back
+        if is_local_file_name(self.dataset) and Path(self.dataset).is_file():
+            fields["content"] = {self.dataset: content_id(self.dataset)}
+        return fields
 
     def load(self) -> TextDataset:
         return load_dataset(

@@ -1,7 +1,12 @@
-"""Text splits → ragged token arrays with per-token explained / maskable flags (docs/method.md §1)."""
+"""Text splits → ragged token arrays with per-token explained / maskable flags (docs/method.md §1).
+
+Texts longer than the model's maximum are cut to it (longest segment first); every split records how many
+tokens each example had before the cut (EncodedSplit.token_totals), so the cut is reported, never silent.
+"""
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -22,6 +27,8 @@ def encode_texts(
 ) -> EncodedSplit:
     """Tokenize (first, second) pairs; the tokenizer truncates longest-first and never pads.
 
+    token_totals of the result: each example's token count before that cut.
+
     explained = tokens of the first segment that are not special; maskable = every non-special token.
     supporting_spans: per example, [start, end) character spans in `first`; a first-segment token is
     flagged supporting when its character offsets overlap one of them. None: no supporting flags.
@@ -40,7 +47,23 @@ def encode_texts(
             offsets = np.asarray(encoding.offsets, dtype=np.int64).reshape(-1, 2)
             supporting.append(explained[-1] & overlaps_any(offsets, supporting_spans[row]))
     texts = list(zip(first, second if second is not None else [None] * len(first), strict=True))
-    return EncodedSplit(input_ids, explained, maskable, np.asarray(labels, dtype=np.int64), texts, supporting)
+    totals = _token_totals(tokenizer, inputs, [len(ids) for ids in input_ids])
+    return EncodedSplit(
+        input_ids, explained, maskable, np.asarray(labels, dtype=np.int64), texts, supporting, totals
+    )
+
+
+def _token_totals(tokenizer: Tokenizer, inputs: list, kept: list[int]) -> np.ndarray:
+    """(N,) int64 token count of each input before truncation: the kept count, and for the inputs that
+    reached the maximum length an encoding without the cut."""
+    totals = np.asarray(kept, dtype=np.int64)
+    limit = (tokenizer.truncation or {}).get("max_length")
+    full = np.flatnonzero(totals >= limit) if limit is not None else np.empty(0, dtype=np.int64)
+    if len(full):
+        uncut = Tokenizer.from_str(tokenizer.to_str())
+        uncut.no_truncation()
+        totals[full] = [len(e.ids) for e in uncut.encode_batch([inputs[i] for i in full])]
+    return totals
 
 
 def overlaps_any(offsets: np.ndarray, spans: list[tuple[int, int]]) -> np.ndarray:
@@ -57,4 +80,15 @@ def overlaps_any(offsets: np.ndarray, spans: list[tuple[int, int]]) -> np.ndarra
 
 
 def encode_split(tokenizer: Tokenizer, split: TextSplit) -> EncodedSplit:
-    return encode_texts(tokenizer, split.first, split.second, split.labels, split.supporting)
+    """encode_texts of a split; a warning on stderr when texts were cut to the model's maximum length."""
+    encoded = encode_texts(tokenizer, split.first, split.second, split.labels, split.supporting)
+    cut = encoded.truncation()
+    if cut["examples_cut"]:
+        print(
+            f"fmm-fast: warning: {cut['examples_cut']} of {cut['examples']} examples are longer than the "
+            f"model's maximum of {(tokenizer.truncation or {}).get('max_length')} tokens and were cut to it "
+            f"(tokens kept / total: {cut['tokens_kept']} / {cut['tokens_total']}); results describe the "
+            "kept tokens only, and record the cut",
+            file=sys.stderr,
+        )
+    return encoded

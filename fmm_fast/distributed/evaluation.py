@@ -223,7 +223,7 @@ def evaluate_sharded(
         pool, settings, encoded, out_dir, dataset.metric, info.label_names, info.mask_id, progress_factory
     )
     result = run.run()
-    record = evaluation_record(loaded, dataset, settings, result, pool.engine.as_dict())
+    record = evaluation_record(loaded, dataset, encoded, settings, result, pool.engine.as_dict())
     record["workers"] = pool.record()
     record["durations"] = {"total_seconds": time.perf_counter() - started}
     write_record(out_dir / "result.json", record)

@@ -24,7 +24,7 @@ from fmm_fast.backends.engine import MaskBatchEngine
 from fmm_fast.backends.loading import LoadedModel, gradient_backend
 from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.core.errors import UserError
-from fmm_fast.core.metrics import compute_metrics
+from fmm_fast.core.metrics import compute_metrics, majority_metric
 from fmm_fast.core.outputs import claim_directory
 from fmm_fast.core.records import versions, write_record
 from fmm_fast.core.settings import AopcSettings
@@ -148,6 +148,7 @@ def run_peer_evaluation(
         "split": settings.data.split,
         "seed": settings.seed,
         "n_examples": len(split),
+        "truncation": split.truncation(),
         **summary,
         "per_example_file": PEER_FILE,
         "durations": {"total_seconds": time.perf_counter() - started},
@@ -179,10 +180,9 @@ def _summary(
             "acu": acu,
             "racu": racu,  # nan over a flat baseline: the record's non-finite rule keeps it
         }
-    majority = float(np.bincount(labels).max() / len(labels))
     return {
         "metric": metric,
-        "majority_baseline": majority,
+        "majority_baseline": majority_metric(labels, metric, num_labels),
         "thresholds": THRESHOLDS.tolist(),
         "ratios": RATIOS.tolist(),
         "curves": curves,

@@ -20,7 +20,7 @@ from fmm_fast.backends.engine import MaskBatchEngine
 from fmm_fast.backends.loading import LoadedModel, gradient_backend
 from fmm_fast.core.datatypes import EncodedSplit, pad_batch, save_ragged
 from fmm_fast.core.errors import UserError
-from fmm_fast.core.metrics import compute_metrics
+from fmm_fast.core.metrics import compute_metrics, majority_metric
 from fmm_fast.core.outputs import claim_directory
 from fmm_fast.core.records import read_record, versions, write_record
 from fmm_fast.core.settings import EvaluationSettings
@@ -209,14 +209,15 @@ def erasure_result(
     label_names: Sequence[str],
 ) -> dict:
     """Curves, ACU/RACU against `rand` and costs from each measure's finished state ("curve": one metrics
-    dict per ratio, "seconds", "forward_passes"); labels: (N,) gold labels (the majority baseline);
-    predicted: (L,) examples predicted as each label at r = 0 (why a RACU is undefined, if one is)."""
+    dict per ratio, "seconds", "forward_passes"); labels: (N,) gold labels (the majority baseline: the
+    majority predictor's `metric`); predicted: (L,) examples predicted as each of the model's L labels
+    `label_names` at r = 0 (why a RACU is undefined, if one is)."""
     metric_names = list(states[BASELINE]["curve"][0])
     curves = {
         name: {m: [point[m] for point in s["curve"]] for m in metric_names} for name, s in states.items()
     }
     scores = acu_racu_against_baseline({name: curve[metric] for name, curve in curves.items()})
-    majority = float(np.bincount(labels).max() / len(labels)) if len(labels) else float("nan")
+    majority = majority_metric(labels, metric, len(label_names))
     measures = {
         name: {
             "signed": bool(get_measure(name).signed),
@@ -419,16 +420,22 @@ def evaluate_model(
         progress_factory=progress_factory,
     )
     result = run.run()
-    record = evaluation_record(loaded, dataset, settings, result, engine.stats.as_dict())
+    record = evaluation_record(loaded, dataset, encoded, settings, result, engine.stats.as_dict())
     record["durations"] = {"total_seconds": time.perf_counter() - started}
     write_record(out_dir / "result.json", record)
     return record
 
 
 def evaluation_record(
-    loaded: LoadedModel, dataset: TextDataset, settings: EvaluationSettings, result: dict, engine: dict
+    loaded: LoadedModel,
+    dataset: TextDataset,
+    encoded: EncodedSplit,
+    settings: EvaluationSettings,
+    result: dict,
+    engine: dict,
 ) -> dict:
-    """The result.json record of one seed: what ran, on what, and erasure_result's curves and scores."""
+    """The result.json record of one seed: what ran, on what (with what truncation to the model's length
+    cut of `encoded`), and erasure_result's curves and scores."""
     return {
         "kind": RUN_KIND,
         "fmm_fast_version": __version__,
@@ -438,6 +445,7 @@ def evaluation_record(
         "dataset_file": dataset.file,
         "split": settings.data.split,
         "seed": settings.seed,
+        "truncation": encoded.truncation(),
         **result,
         "engine": engine,
         "versions": versions(),

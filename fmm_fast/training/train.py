@@ -1,10 +1,11 @@
 """Masked fine-tuning (method.md §2): train a classifier with the `plain`, `masked` or `only-masked` recipe.
 
 The output directory gets `model/` (the checkpoint of the best validation epoch) and `run.json`:
-  kind "train"; arguments; dataset {name, metric, label_names, sizes}; model {base, path, ...};
+  kind "train"; arguments; dataset {name, metric, label_names, sizes, truncation (per split: examples cut
+  to the model's maximum length, tokens kept / total)}; model {base, path, ...};
   epochs: per epoch {epoch, steps, train_loss, selection_metric, validation {ratio: metrics}, seconds};
-  best_epoch; test {ratio: metrics} of the best checkpoint; majority_baseline (share of the most
-  frequent test label); majority_metrics (all four metrics of always predicting it); durations; versions.
+  best_epoch; test {ratio: metrics} of the best checkpoint; majority_baseline (the primary metric of always
+  predicting the most frequent test label); majority_metrics (all four metrics of it); durations; versions.
 Ratios are "0.0", "0.5", "1.0": the share of every example's explained tokens masked uniformly at random,
 and "metrics" are compute_metrics' four (accuracy, macro_f1, micro_f1, matthews).
 run.json is rewritten after every epoch ("finished": false), so a running job can be followed.
@@ -31,7 +32,7 @@ from fmm_fast.backends.engine import MaskBatchEngine
 from fmm_fast.backends.torch_backend import TorchBackend, resolve_torch_device
 from fmm_fast.core.datatypes import EncodedSplit, ModelInfo, pad_batch
 from fmm_fast.core.errors import UserError
-from fmm_fast.core.metrics import compute_metrics
+from fmm_fast.core.metrics import compute_metrics, majority_metric
 from fmm_fast.core.outputs import check_directory, claim_directory
 from fmm_fast.core.records import Stopwatch, versions, write_record
 from fmm_fast.core.settings import BUCKET_BATCHES, WEIGHT_DECAY, TrainSettings
@@ -342,6 +343,7 @@ def new_record(run: TrainingRun, data: TrainingData, total_steps: int) -> dict[s
             "metric": run.dataset.metric,
             "label_names": list(run.dataset.label_names),
             "sizes": {name: len(split) for name, split in data.encoded.items()},
+            "truncation": {name: split.truncation() for name, split in data.encoded.items()},
         },
         "model": {
             "base": run.settings.model,
@@ -455,7 +457,7 @@ def checkpoint_results(
         "finished": True,
         "one_class_warning": one_class,
         "test": test_metrics,
-        "majority_baseline": float(np.mean(test_split.labels == majority_label)),
+        "majority_baseline": majority_metric(test_split.labels, run.dataset.metric, num_labels),
         "majority_label": run.dataset.label_names[majority_label],
         "majority_metrics": compute_metrics(test_split.labels, majority_predictions, num_labels),
         "test_seconds": test_clock.seconds,

@@ -59,21 +59,14 @@ def masked_test_sets(
     return sets
 
 
-def saved_masked_dir(settings: MasfSettings) -> Path | None:
-    """Where the evaluation saved the masked sets of settings.measure; None for random masking."""
-    if settings.evaluation is None or settings.measure is None:
-        return None
-    return Path(settings.evaluation) / "masked" / settings.measure
-
-
 def masf_signals(
     loaded: LoadedModel, settings: MasfSettings, engine: SignalSource, progress=None
-) -> tuple[np.ndarray, Iterator[tuple[float, np.ndarray]], EncodedSplit]:
+) -> tuple[np.ndarray, Iterator[tuple[float, np.ndarray]], EncodedSplit, EncodedSplit]:
     """The signals MaSF compares: the whole validation split masked as the model was trained, (N, L+1, D)
     float32, then the test split's signals per masking ratio, yielded as (ratio, (N_test, L+1, D)).
 
-    Returns (calibration signals, the generator, the test split). The test signals are computed one ratio
-    at a time, so a caller scores each set before the next is computed.
+    Returns (calibration signals, the generator, the test split, the validation split). The test signals
+    are computed one ratio at a time, so a caller scores each set before the next is computed.
     """
     info = loaded.info
     _, validation = open_split(loaded, replace(settings.data, limit=None), "validation")
@@ -83,7 +76,7 @@ def masf_signals(
     )
     if progress is not None:
         progress.update(1)
-    sets = masked_test_sets(test.input_ids, test, info.mask_id, settings.seed, saved_masked_dir(settings))
+    sets = masked_test_sets(test.input_ids, test, info.mask_id, settings.seed, settings.masked_dir())
 
     def test_signals() -> Iterator[tuple[float, np.ndarray]]:
         for ratio, sequences in sets.items():
@@ -91,7 +84,7 @@ def masf_signals(
             if progress is not None:
                 progress.update(1)
 
-    return calibration, test_signals(), test
+    return calibration, test_signals(), test, validation
 
 
 def run_masf(
@@ -108,7 +101,7 @@ def run_masf(
     if engine is None:
         engine = MaskBatchEngine(loaded.backend, token_budget=settings.engine.token_budget, cache_rows=0)
     info = loaded.info
-    calibration_signals, test_sets, test = masf_signals(loaded, settings, engine, progress)
+    calibration_signals, test_sets, test, validation = masf_signals(loaded, settings, engine, progress)
     fits = {
         method: MaSFCalibration.fit(calibration_signals, method, calibration_seed) for method in calibrations
     }
@@ -120,8 +113,14 @@ def run_masf(
     return {
         method: {
             "strategy": info.strategy,
-            "calibration": {"strategy": strategy, "split": "validation", **fit.describe()},
+            "calibration": {
+                "strategy": strategy,
+                "split": "validation",
+                "truncation": validation.truncation(),
+                **fit.describe(),
+            },
             "n_test": len(test),
+            "truncation": test.truncation(),
             "per_ratio": [{"ratio": r, **summarize_p_values(p)} for r, p in p_values[method].items()],
             "p_values": {f"{r:.1f}": p.tolist() for r, p in p_values[method].items()},
             "engine": engine.stats.as_dict(),

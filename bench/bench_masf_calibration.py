@@ -197,7 +197,7 @@ def model_signals(onnx: Path, seed: int, cache: Path) -> dict[str, np.ndarray]:
     settings = MasfSettings((str(onnx),), DataOptions("movie-snippets", test_size=300, limit=150), seed)
     loaded = load_model(onnx, settings.backend)
     engine = MaskBatchEngine(loaded.backend, token_budget=settings.engine.token_budget, cache_rows=0)
-    validation, test_sets, _ = masf_signals(loaded, settings, engine)
+    validation, test_sets, _, _ = masf_signals(loaded, settings, engine)
     signals = {"validation": validation, **{f"{ratio:.1f}": s for ratio, s in test_sets}}
     cache.mkdir(parents=True, exist_ok=True)
     np.savez(path, **signals)

@@ -140,7 +140,8 @@ CASES = [
     ("repeated --out", "explain --model {onnx} -m loo-abs --out {new}.jsonl --out {explained}",
      "--out was given more than once"),
     ("repeated flag", "train {babi} --quiet --quiet --out {new}", "--quiet was given more than once"),
-    ("repeated --metric", LOCAL + " {ab_csv} --metric macro-f1 --metric accuracy", "--metric was given more than once"),
+    ("repeated --metric", LOCAL + " {ab_csv} --metric macro-f1 --metric accuracy",
+     "--metric was given more than once"),
     ("CSV naming a column twice", LOCAL + " {twice}", "'text' twice"),
 ]
 

@@ -60,7 +60,8 @@ def test_aopc_protocol_scores_builtin_and_external_explanations(tiny_babi, tmp_p
     assert again["measures"] == record["measures"] and again["curves"] == record["curves"]
     capsys.readouterr()
     # another run into the same directory is refused, naming what differs
-    assert main([*argv, "--limit", "3"]) == 2
+    limit = argv.index("--limit") + 1
+    assert main([*argv[:limit], "3", *argv[limit + 1 :]]) == 2  # an option is given once
     err = capsys.readouterr().err
     assert "holds another aopc run" in err and "limit (4 → 3)" in err
     # the report gives the peer metrics their own table (and needs no recursive result for it)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from fmm_fast.core.datatypes import EncodedSplit
-from fmm_fast.core.digest import model_sha256
+from fmm_fast.core.digest import content_sha256
 from fmm_fast.core.records import write_record
 from fmm_fast.core.settings import RoarSettings
 from fmm_fast.data.base import TextDataset
@@ -109,7 +109,7 @@ def trained_block(out: Path, run: dict[str, Any], train_dir: Path, metric: str) 
     model = train_dir / MODEL_DIR
     durations = run["durations"]
     return {
-        "model": {"path": relative(out, model), "sha256": model_sha256(model)},
+        "model": {"path": relative(out, model), "sha256": content_sha256(model)},
         "test_metric": run["test"]["0.0"][metric],
         "validation_metric": run["epochs"][run["best_epoch"] - 1]["selection_metric"],
         "seconds": {"train": durations["training"] + durations["validation"], "evaluate": durations["test"]},

@@ -17,7 +17,8 @@ from fmm_fast.backends.options import BackendOptions
 from fmm_fast.backends.precision import DEFAULT_PRECISION
 from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.core.errors import UserError
-from fmm_fast.core.records import dumps_record, loads_record
+from fmm_fast.core.reading import READ_ERRORS, LineError, json_lines, shape_error
+from fmm_fast.core.records import dumps_record, restore_non_finite
 from fmm_fast.core.settings import DEFAULT_EXPLAIN_BATCH_ROWS
 from fmm_fast.data.tokenization import encode_texts
 from fmm_fast.measures import get_measure
@@ -263,20 +264,27 @@ def save_explanations(path: Path, explanations: list[Explanation]) -> None:
 
 def load_explanations(path: Path) -> list[Explanation]:
     """The explanations `save_explanations` wrote (fields it does not know are skipped); UserError naming
-    the line when the file is not such a file."""
-    fields = set(Explanation.__dataclass_fields__)
-    explanations = []
+    the file's own line when the file is not such a file."""
+    path = Path(path)
+    fields = Explanation.__dataclass_fields__
+    shape = {"tokens": [str], "scores": [float], "explained": [bool], "label": str, "prediction": str}
     try:
-        with Path(path).open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
-                try:
-                    record = loads_record(line)
-                    explanations.append(Explanation(**{k: v for k, v in record.items() if k in fields}))
-                except (ValueError, TypeError, AttributeError) as error:  # bad JSON, fields or a non-object
-                    raise UserError(
-                        f"{path} line {number} is not an `fmm-fast explain` line ({error}); pass a file "
-                        "that `fmm-fast explain --out` wrote"
-                    ) from None
-    except OSError as error:
-        raise UserError(f"cannot read {path} ({error.strerror}); check the path") from None
+        lines = json_lines(path)
+        explanations = []
+        for number, line in lines:
+            try:
+                record = restore_non_finite(line)
+            except ValueError as error:
+                raise LineError(number, str(error)) from None
+            if error := shape_error(record, {**shape, "measure": str, "signed": bool}):
+                raise LineError(number, error)
+            explanations.append(Explanation(**{k: v for k, v in record.items() if k in fields}))
+    except LineError as error:
+        raise UserError(
+            f"{path} line {error.number} is not an `fmm-fast explain` line ({error.reason}); pass a file "
+            "that `fmm-fast explain --out` wrote"
+        ) from None
+    except READ_ERRORS as error:
+        raise UserError(f"cannot read {path} ({error}); check the path") from None
     return explanations
+

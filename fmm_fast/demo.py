@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from fmm_fast.backends.engine import MaskBatchEngine
 from fmm_fast.backends.loading import load_model
+from fmm_fast.core.outputs import claim_directory
 from fmm_fast.core.progress import progress_bar
 from fmm_fast.core.records import versions, write_record
 from fmm_fast.core.settings import EvaluationSettings, MasfSettings, TrainSettings
@@ -63,8 +64,13 @@ class DemoConfig:
         return cls(epochs=3, train_size=None, eval_limit=917, beam_limit=100)
 
 
+DEMO_FILES = ("train", "model.onnx", "curves", "beam", "masf.json", "masf.png", "curves.png", "demo.json")
+
+
 def run_demo(out: Path, config: DemoConfig) -> dict:
-    """Run every step into `out`; returns the summary record (also out/demo.json)."""
+    """Run every step into `out` (claimed as a demo of this config: a rerun resumes it, see
+    fmm_fast.core.outputs); returns the summary record (also out/demo.json)."""
+    claim_directory(out, "demo", asdict(config), files=DEMO_FILES)
     steps: dict[str, float] = {}
     clock = time.perf_counter()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import shutil
 from pathlib import Path
 
@@ -53,7 +54,21 @@ def workspace(tiny_babi, tmp_path_factory):
     binary.write_bytes(np.random.default_rng(0).integers(0, 256, 4096, dtype=np.uint8).tobytes())
     (root / "broken.jsonl").write_text('{"text": "a", "label": "x"}\n{"text": "b", "label": \n')
     (root / "empty-dir").mkdir()
+    damaged = {}  # files fmm-fast reads back, each damaged in one way
+    for name in ("pointer", "marker"):
+        damaged[name] = root / f"{name}-eval"
+        shutil.copytree(evaluation, damaged[name])
+    result = damaged["pointer"] / "seed-0" / "result.json"  # a non-finite pointer naming no field
+    pointer = '"non_finite": {"/measures/nope": "nan", '
+    result.write_text(result.read_text().replace('"non_finite": {', pointer))
+    (damaged["marker"] / RUN_MARKER).write_text('{"kind": "evaluate", "fields": ["not", "an", "object"]}')
+    damaged["checkpoint"] = root / "bad-checkpoint"
+    shutil.copytree(checkpoint, damaged["checkpoint"])
+    (damaged["checkpoint"] / "fmm_info.json").write_text('{"info": {"label_names": 3}}')
+    damaged["huge"] = root / "huge.jsonl"
+    damaged["huge"].write_text('{"index": 0, "word_scores": [1, 1e400]}\n')
     paths = {
+        **{name: str(path) for name, path in damaged.items()},
         "ckpt": str(checkpoint),
         "onnx": str(onnx_path),
         "babi": babi,
@@ -129,8 +144,8 @@ CASES = [
     ("report on an empty directory", "report {empty_dir} --out {new}", "result.json"),
     ("report on a missing directory", "report {missing} --out {new}", "missing"),
     ("evaluate into a training run", EVALUATE + " --out {train}", "another run"),
-    ("train into an evaluation", "train {babi} --out {eval}", "not this run"),
-    ("masf into an evaluation", "masf --model {onnx} {babi} --out {eval}", "not this run"),
+    ("train into an evaluation", "train {babi} --out {eval}", "another run, of `fmm-fast evaluate`"),
+    ("masf into an evaluation", "masf --model {onnx} {babi} --out {eval}", "of `fmm-fast evaluate`"),
     ("evaluate into an evaluation with another --limit", EVALUATE + " --limit 4 --out {eval}",
      "limit (3 → 4)"),
     ("evaluate into an evaluation of another model", EVALUATE + " --model {ckpt} --out {eval}",
@@ -143,6 +158,18 @@ CASES = [
     ("repeated --metric", LOCAL + " {ab_csv} --metric macro-f1 --metric accuracy",
      "--metric was given more than once"),
     ("CSV naming a column twice", LOCAL + " {twice}", "'text' twice"),
+    ("report of a result whose non-finite map names no field", "report {pointer} --out {new}",
+     "'/measures/nope': no such field"),
+    ("a run marker of the wrong shape", EVALUATE + " --out {marker}", "fields must be a JSON object"),
+    ("a checkpoint with damaged metadata", EVALUATE + " --model {checkpoint}", "info.label_names must be"),
+    ("explanation scores beyond float range",
+     EVALUATE + " --protocol aopc --measure rand --explanations {huge}", "is inf"),
+    ("report --out under a regular file", "report {eval} --out {explained}/report", "explained.jsonl"),
+    ("a generated test split of 10**12", EVALUATE + " --test-size 1000000000000", "generates at most"),
+    ("a generated train split of 10**12", "train --dataset babi-1 --size 1000000000000 --out {new}",
+     "generates at most"),
+    ("explain --overwrite over a user's file", "explain --model {onnx} -m rand {babi} --out {explained} "
+     "--overwrite", "is not an explanations file fmm-fast wrote"),
 ]
 
 
@@ -214,3 +241,22 @@ def test_a_damaged_run_marker_is_named(workspace, tiny_babi, tmp_path, capfd):
     argv = _argv(EVALUATE + " --out {out}", {**paths, "out": out})
     _assert_one_line_and_nothing_changed(argv, [tmp_path], capfd, str(out / "seed-0" / RUN_MARKER))
 
+
+
+def test_damaged_state_files_are_recomputed_with_a_warning(workspace, tmp_path, capfd):
+    """State of the wrong shape, or not of this run's examples: a warning each, then the same result."""
+    _, paths = workspace
+    out = tmp_path / "resumed"
+    shutil.copytree(paths["eval"], out)
+    state = out / "seed-0" / "state"
+    (state / "shared.json").write_text("[1, 2]")  # valid JSON, wrong shape
+    (state / "rand.json").write_text('{"curve": 5, "masked": "x", "fixed_scores": null}')
+    loo = json.loads((state / "loo-abs.json").read_text())
+    loo["masked"] = loo["masked"][:-1]  # one example short
+    (state / "loo-abs.json").write_text(json.dumps(loo))
+    assert main(_argv(EVALUATE + " --out {out}", {**paths, "out": out})) == 0
+    err = capfd.readouterr().err
+    for name in ("shared", "rand", "loo-abs"):
+        assert f"{state / name}.json is damaged" in err and "recomputing it" in err
+    before, after = (json.loads((d / "seed-0" / "result.json").read_text()) for d in (Path(paths["eval"]), out))  # noqa: E501
+    assert after["curves"] == before["curves"] and after["measures"].keys() == before["measures"].keys()

@@ -240,7 +240,11 @@ def test_a_sharded_run_claims_its_directory_like_one_process(
     assert read_marker(sharded_dir) == read_marker(single_run[0])
     # the same run marker as evaluate_model writes: kind and fingerprint fields of the run, precision included
     fields = settings(snippets_onnx).ran_in(model.precision.used).fingerprint_fields()
-    assert read_marker(sharded_dir) == {"kind": "evaluate", "fields": json.loads(json.dumps(fields))}
+    assert read_marker(sharded_dir) == {
+        "kind": "evaluate",
+        "fields": json.loads(json.dumps(fields)),
+        "files": ["state", "masked", "result.json"],
+    }
     other_seed = replace(settings(snippets_onnx), seed=7)
     with pytest.raises(UserError, match=r"seed \(0 → 7\)"):
         evaluate_sharded(pool, model, dataset, encoded, other_seed, sharded_dir)

@@ -75,7 +75,16 @@ def test_a_good_file_loads_in_split_order(tmp_path, tokenizer, split):
         ),
         (
             ['{"index": 0, "word_scores": [1, 2, 3, 4]', {"index": 1, "word_scores": [1, 2]}],
-            "line 1: not valid",
+            "line 1: Expecting ',' delimiter",
+        ),
+        (  # the file's own line number, past blank lines and a string holding U+2028
+            ['{"index": 0, "word_scores": [1, 2, 3, 4], "note": "a\u2028b"}', "", '{"index": 1,'],
+            "line 3: Expecting",
+        ),
+        ([{"index": 0, "word_scores": [1, 2, 3, 4]}, '{"index": 1, "word_scores": [1, 1e400]}'], "is inf"),
+        (
+            [{"index": 0, "word_scores": [1, 2, 3, 4]}, f'{{"index": 1, "word_scores": [1, {"9" * 400}]}}'],
+            "(400 digits), not a finite 64-bit float",
         ),
         (
             [{"index": 0, "word_scores": [1, 2, 3]}, {"index": 1, "word_scores": [1, 2]}],

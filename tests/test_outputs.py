@@ -25,8 +25,9 @@ FIELDS = {"model_sha256": "abc", "data": {"dataset": "babi-1", "limit": 3}, "see
 def test_a_directory_takes_only_its_own_run(tmp_path):
     out = tmp_path / "run"
     assert check_directory(out, "evaluate", FIELDS)  # new
-    claim_directory(out, "evaluate", FIELDS)
+    claim_directory(out, "evaluate", FIELDS, files=["result.json"])
     (out / "result.json").write_text("{}")
+    (out / "notes.txt").write_text("the user's")  # put there by the user, after the claim
     assert check_directory(out, "evaluate", FIELDS)  # the same run: resumes
     other = FIELDS | {"data": {"dataset": "babi-1", "limit": 4}}
     with pytest.raises(UserError, match=r"differs in data\.limit \(3 → 4\)"):
@@ -35,12 +36,13 @@ def test_a_directory_takes_only_its_own_run(tmp_path):
         check_directory(out, "masf", FIELDS)
     claim_directory(out, "evaluate", other, overwrite=True)  # replaces the earlier run
     assert not (out / "result.json").exists()
+    assert (out / "notes.txt").read_text() == "the user's"  # never listed: never removed
     assert json.loads((out / RUN_MARKER).read_text())["fields"] == other
 
 
 def test_overwrite_never_removes_files_fmm_fast_did_not_write(tmp_path):
     (tmp_path / "thesis.tex").write_text("years of work")
-    with pytest.raises(UserError, match="replaces only an earlier fmm-fast run: remove them"):
+    with pytest.raises(UserError, match="replaces only what an fmm-fast run wrote: move them"):
         check_directory(tmp_path, "train", FIELDS, overwrite=True)
     assert (tmp_path / "thesis.tex").read_text() == "years of work"
 

@@ -138,7 +138,7 @@ def table_rows(markdown: str, strategy: str) -> dict[str, list[str]]:
 
 def test_table_cells_dropped_seeds_and_files(results: Path, tmp_path: Path):
     out = tmp_path / "report"
-    report, _ = write_report([results], out)
+    report = write_report([results], out).report
     table = (out / "table.md").read_text()
 
     masked = table_rows(table, "masked")
@@ -348,7 +348,7 @@ def test_nan_racu_of_a_flat_baseline_prints_na(tmp_path: Path):
     path = write_result(tmp_path, "sst2", "masked", 0, {"rand": (0.0, 0.0), "loo-abs": (0.0, 0.0)}, 0.9)
     path.write_text(path.read_text().replace('"racu": 0.0', '"racu": NaN'))
     out = tmp_path / "out"
-    report, _ = write_report([tmp_path], out)
+    report = write_report([tmp_path], out).report
     assert table_rows((out / "table.md").read_text(), "masked")["loo-abs"] == ["RACU", "n/a"]
     assert math.isnan(report.groups[0].measures["loo-abs"].racu.mean)
     written = json.loads((out / "report.json").read_text())

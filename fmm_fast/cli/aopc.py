@@ -23,9 +23,17 @@ from fmm_fast.cli.options import (
     engine_options,
     parse_measure_options,
 )
-from fmm_fast.cli.seed_runs import check_seed_directories, own_entries, print_header, seed_directory
+from fmm_fast.cli.seed_runs import (
+    PRECISION_FIELD,
+    check_outputs,
+    claim_container,
+    print_header,
+    seed_directory,
+    shared_fields,
+)
 from fmm_fast.core.errors import UserError
-from fmm_fast.core.outputs import check_container, output_lock
+from fmm_fast.core.digest import content_id
+from fmm_fast.core.outputs import output_lock
 from fmm_fast.core.progress import progress_bar
 from fmm_fast.core.settings import AopcSettings, BackendOptions, EngineOptions
 from fmm_fast.data.options import DataOptions, open_split
@@ -75,17 +83,20 @@ def aopc(
         engine,
         backend,
     )  # a typo in a measure or option fails before any work
-    own = own_entries()
-    check_container(out, own)
     runs = {s: replace(settings, seed=s) for s in seed}
-    loaded = load_model(model, backend)
-    check_seed_directories(out, runs, RUN_KIND, loaded.precision.used, overwrite)
-    text_dataset, encoded = open_split(loaded, data)
-    external = [load_explanations(path, encoded, loaded.tokenizer) for path in explanations]
-    if len({e.name for e in external}) < len(external):
-        raise UserError("two --explanations files share a name; give each file its own name")
-    with output_lock(out):
-        check_container(out, own, overwrite)
+    with output_lock(out):  # before the model and data load: a second process on this --out exits at once
+        contents = {str(p): content_id(p) if p.is_file() else None for p in explanations}
+        shared = shared_fields(settings, explanation_contents=contents)
+        check_outputs(out, RUN_KIND, shared, runs, overwrite, PRECISION_FIELD)  # before any work
+        loaded = load_model(model, backend)
+        ran = {s: run.ran_in(loaded.precision.used) for s, run in runs.items()}
+        shared[PRECISION_FIELD] = loaded.precision.used
+        check_outputs(out, RUN_KIND, shared, ran, overwrite)
+        text_dataset, encoded = open_split(loaded, data)
+        external = [load_explanations(path, encoded, loaded.tokenizer) for path in explanations]
+        if len({e.name for e in external}) < len(external):
+            raise UserError("two --explanations files share a name; give each file its own name")
+        claim_container(out, RUN_KIND, shared, seed, (), overwrite)
         mask_engine = MaskBatchEngine(loaded.backend, token_budget=engine.token_budget)
         print_header(model, loaded, text_dataset.name, data.split, len(encoded), measure)
         progress = None if quiet else progress_bar

@@ -8,6 +8,7 @@ import typer
 
 from fmm_fast.cli.app import app
 from fmm_fast.core.optional_deps import TRAIN
+from fmm_fast.core.outputs import output_lock
 
 
 @app.command()
@@ -22,15 +23,16 @@ def demo(
     Masked fine-tunes the pretrained MiniLM on movie-review sentences, exports it to ONNX, runs recursive
     erasure of seven importance measures and the MaSF test — no network, no GPU. Reruns reuse finished steps.
     """
-    TRAIN.require("the demo")
-    from fmm_fast.demo import BEAM_MEASURE, DemoConfig, run_demo
+    with output_lock(out):  # before PyTorch loads: a second process exits at once
+        TRAIN.require("the demo")
+        from fmm_fast.demo import BEAM_MEASURE, DemoConfig, run_demo
 
-    config = DemoConfig.full() if full else DemoConfig()
-    if eval_limit is not None:
-        config.eval_limit = eval_limit
-    if beam_limit is not None:
-        config.beam_limit = beam_limit
-    summary = run_demo(out, config)
+        config = DemoConfig.full() if full else DemoConfig()
+        if eval_limit is not None:
+            config.eval_limit = eval_limit
+        if beam_limit is not None:
+            config.beam_limit = beam_limit
+        summary = run_demo(out, config)
     print(f"\nfmm-fast demo — masked fine-tuned MiniLM on movie-snippets, {summary['backend']}")
     print(f"{'measure':<14}{'signed':>7}{'read':>6}{'×100':>8}{'seconds':>9}")
     for name, m in summary["measures"].items():

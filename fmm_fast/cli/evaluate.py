@@ -26,10 +26,17 @@ from fmm_fast.cli.options import (
     parse_measure_options,
     scale_options,
 )
-from fmm_fast.cli.seed_runs import check_seed_directories, own_entries, print_header, seed_directory
+from fmm_fast.cli.seed_runs import (
+    PRECISION_FIELD,
+    check_outputs,
+    claim_container,
+    print_header,
+    seed_directory,
+    shared_fields,
+)
 from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.core.errors import UserError
-from fmm_fast.core.outputs import check_container, output_lock
+from fmm_fast.core.outputs import output_lock
 from fmm_fast.core.progress import progress_bar
 from fmm_fast.core.settings import BackendOptions, EngineOptions, EvaluationSettings
 from fmm_fast.data.base import TextDataset
@@ -73,10 +80,6 @@ def evaluate(
     erasures of a shard of the examples; finished shards are saved, so a rerun resumes too (with the same
     worker count). The peer metrics (AOPC, τ-LOO), and explanations made elsewhere, are `fmm-fast aopc`.
     """
-    # these load Numba and SciPy: imported on use, so --help starts fast
-    from fmm_fast.distributed.pool import open_pool
-    from fmm_fast.protocols.erasure import RUN_KIND
-
     if protocol != "recursive":
         raise UserError(
             f"--protocol {protocol}: the peer metrics are their own command now; run `fmm-fast aopc` with "
@@ -94,15 +97,21 @@ def evaluate(
     )  # a typo in a measure or option fails before any work
     if scale is not None:
         check_scale_out(scale, model, measure)
-    own = own_entries(CURVE_FILES)
-    check_container(out, own)
     runs = {s: replace(settings, seed=s) for s in seed}
-    loaded = load_model(model, backend)
-    check_worker_precision(scale, loaded.precision.used)
-    check_seed_directories(out, runs, RUN_KIND, loaded.precision.used, overwrite)
-    text_dataset, encoded = open_split(loaded, data)
-    with output_lock(out):
-        check_container(out, own, overwrite)
+    with output_lock(out):  # before the model and data load: a second process on this --out exits at once
+        # these load Numba and SciPy: imported on use, so --help starts fast (and after the lock)
+        from fmm_fast.distributed.pool import open_pool
+        from fmm_fast.protocols.erasure import RUN_KIND
+
+        shared = shared_fields(settings)
+        check_outputs(out, RUN_KIND, shared, runs, overwrite, PRECISION_FIELD)  # before any work
+        loaded = load_model(model, backend)
+        check_worker_precision(scale, loaded.precision.used)
+        ran = {s: run.ran_in(loaded.precision.used) for s, run in runs.items()}
+        shared[PRECISION_FIELD] = loaded.precision.used
+        check_outputs(out, RUN_KIND, shared, ran, overwrite)
+        text_dataset, encoded = open_split(loaded, data)
+        claim_container(out, RUN_KIND, shared, seed, CURVE_FILES, overwrite)
         mask_engine = MaskBatchEngine(loaded.backend, token_budget=engine.token_budget)
         print_header(model, loaded, text_dataset.name, data.split, len(encoded), measure)
         with open_pool(scale, model, backend.provider, engine.token_budget) as pool:

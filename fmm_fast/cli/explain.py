@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import typer
@@ -25,6 +26,26 @@ from fmm_fast.core.progress import progress_bar
 from fmm_fast.core.settings import BackendOptions, EngineOptions, ExplainSettings
 from fmm_fast.data.options import DataOptions, open_split
 from fmm_fast.distributed.runtime import ScaleOptions, check_scale_out, check_worker_precision
+from fmm_fast.report.pages.document import GENERATOR
+
+EXPLANATION_KEYS = {"tokens", "scores", "measure"}  # in every line `fmm-fast explain` writes
+
+
+def written_by_explain(path: Path) -> bool:
+    """Whether `path` is what `fmm-fast explain` writes: JSON Lines whose first line is an explanation,
+    or the HTML page of one (whose head carries fmm-fast's generator tag)."""
+    try:
+        with path.open(encoding="utf-8") as handle:
+            head = handle.read(4096) if path.suffix == ".html" else handle.readline()
+    except (OSError, UnicodeDecodeError):
+        return False
+    if path.suffix == ".html":
+        return GENERATOR in head
+    try:
+        first = json.loads(head)
+    except ValueError:
+        return False
+    return isinstance(first, dict) and set(first) >= EXPLANATION_KEYS
 
 
 @app.command()
@@ -63,26 +84,26 @@ def explain(
     scale: ScaleOptions | None,
 ) -> None:
     """Explain the gold-label logit of each example with one or more importance measures."""
-    # these load Numba and SciPy: imported on use, so --help starts fast
-    from fmm_fast.api import explain_encoded, save_explanations
-    from fmm_fast.distributed.explanation import explain_sharded
-    from fmm_fast.distributed.pool import open_pool
-    from fmm_fast.report.pages.explain_page import write_explanations_page
-
     settings = ExplainSettings(
         str(model), data, tuple(measure), seed, parse_measure_options(measure_option), engine, backend
     )
     if scale is not None:
         check_scale_out(scale, model, list(settings.measures))
     page = out.with_suffix(".html")
-    for path in [out, page] if html else [out]:
-        check_file(path, overwrite)
-    loaded = load_model(model, backend)
-    check_worker_precision(scale, loaded.precision.used)
-    print(f"model {model} on {loaded.backend.name}")
-    dataset, encoded = open_split(loaded, data)
-    explanations = []
-    with output_lock(out, file=True):
+    with output_lock(out, file=True):  # before the model and data load: a second process exits at once
+        # these load Numba and SciPy: imported on use, so --help starts fast (and after the lock)
+        from fmm_fast.api import explain_encoded, save_explanations
+        from fmm_fast.distributed.explanation import explain_sharded
+        from fmm_fast.distributed.pool import open_pool
+        from fmm_fast.report.pages.explain_page import write_explanations_page
+
+        for path in [out, page] if html else [out]:
+            check_file(path, overwrite, written_by_explain, "an explanations file")
+        loaded = load_model(model, backend)
+        check_worker_precision(scale, loaded.precision.used)
+        print(f"model {model} on {loaded.backend.name}")
+        dataset, encoded = open_split(loaded, data)
+        explanations = []
         with open_pool(scale, model, backend.provider, engine.token_budget) as pool:
             for name in settings.measures:
                 with progress_bar(len(encoded), name, quiet=quiet) as bar:

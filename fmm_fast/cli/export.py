@@ -28,13 +28,13 @@ def export(
     The file carries the tokenizer, label names and the verification report, so every command takes it
     as --model. fp32 must match PyTorch within 1e-4 on the logits, or nothing is written.
     """
-    TRAIN.require("export")
-    from fmm_fast.export.onnx_export import check_export_options, export_onnx, format_report
+    with output_lock(out, file=True):  # before PyTorch loads: a second process exits at once
+        TRAIN.require("export")
+        from fmm_fast.export.onnx_export import check_export_options, export_onnx, format_report
+        from fmm_fast.export.onnx_format import exported_by_fmm
 
-    check_export_options(out, opset, quantize, fp16)
-    check_file(out, overwrite)
-    with output_lock(out, file=True):
-        check_file(out, overwrite)  # under the lock: another process may have written it meanwhile
+        check_export_options(out, opset, quantize, fp16)
+        check_file(out, overwrite, exported_by_fmm, "an ONNX model")
         report = export_onnx(model, out, opset=opset, quantize=quantize, fp16=fp16)
     for line in format_report(report, out):
         typer.echo(line)

@@ -21,10 +21,13 @@ from fmm_fast.cli.options import (
 )
 from fmm_fast.core.outputs import check_directory, claim_directory, output_lock
 from fmm_fast.core.progress import progress_bar
-from fmm_fast.core.records import read_record, write_record
+from fmm_fast.core.reading import read_state
+from fmm_fast.core.records import write_record
 from fmm_fast.core.settings import BackendOptions, EngineOptions, MasfSettings
 from fmm_fast.data.options import DataOptions
 from fmm_fast.distributed.runtime import ScaleOptions, check_scale_out, check_worker_precision
+
+MASF_FILES = ("state", "masf.json", "p_values.csv", "masf.png")  # what a masf --out holds
 
 
 @app.command()
@@ -72,33 +75,33 @@ def masf(
     examples saturates (see the p-value floor it reports), the split one does not. Each model's result is
     saved in OUT/state as it finishes: rerun the same command to resume.
     """
-    # these load Numba and SciPy: imported on use, so --help starts fast
-    from fmm_fast.distributed.pool import open_pool
-    from fmm_fast.distributed.signals import ShardedSignals
-    from fmm_fast.protocols.curve_stats import RATIOS
-    from fmm_fast.protocols.masf.run import run_masf
-
-    settings = MasfSettings(
-        tuple(str(m) for m in model),
-        data,
-        seed,
-        measure,
-        None if evaluation is None else str(evaluation),
-        tuple(calibration),
-        calibration_seed,
-        engine,
-        backend,
-    )
-    if scale is not None:
-        for path in model:
-            check_scale_out(scale, path, [])
-    check_directory(out, "masf", settings.fingerprint_fields(), overwrite)  # before any work
     started = time.perf_counter()
-    loaded_models = [load_model(path, backend) for path in model]
-    for loaded in loaded_models:
-        check_worker_precision(scale, loaded.precision.used)
-    with output_lock(out):
-        claim_directory(out, "masf", settings.fingerprint_fields(), overwrite)
+    with output_lock(out):  # before any model loads: a second process on this --out exits at once
+        # these load Numba and SciPy: imported on use, so --help starts fast (and after the lock)
+        from fmm_fast.distributed.pool import open_pool
+        from fmm_fast.distributed.signals import ShardedSignals
+        from fmm_fast.protocols.curve_stats import RATIOS
+        from fmm_fast.protocols.masf.run import run_masf
+
+        settings = MasfSettings(
+            tuple(str(m) for m in model),
+            data,
+            seed,
+            measure,
+            None if evaluation is None else str(evaluation),
+            tuple(calibration),
+            calibration_seed,
+            engine,
+            backend,
+        )
+        if scale is not None:
+            for path in model:
+                check_scale_out(scale, path, [])
+        check_directory(out, "masf", settings.fingerprint_fields(), overwrite)
+        loaded_models = [load_model(path, backend) for path in model]
+        for loaded in loaded_models:
+            check_worker_precision(scale, loaded.precision.used)
+        claim_directory(out, "masf", settings.fingerprint_fields(), overwrite, files=MASF_FILES)
         results = {}
         for index, (path, loaded) in enumerate(zip(model, loaded_models, strict=True)):
             print(f"model {path} on {loaded.backend.name}")
@@ -130,16 +133,7 @@ def masf(
 def _saved_results(state: Path) -> dict | None:
     """One model's results per calibration method that an earlier (killed) run saved, or None (with a
     warning when the file is damaged)."""
-    if not state.is_file():
-        return None
-    try:
-        saved = read_record(state)
-        if not all("per_ratio" in result for result in saved.values()):
-            raise ValueError("not a MaSF result")
-    except (OSError, UnicodeDecodeError, ValueError, LookupError, TypeError) as error:
-        print(f"fmm-fast: warning: {state} is damaged ({error}); recomputing it", file=sys.stderr)
-        return None
-    return saved
+    return read_state(state, {"*": {"per_ratio": [dict], "p_values": {"*": [float]}, "calibration": dict}})
 
 
 def _write_outputs(out: Path, settings: MasfSettings, results: dict, started: float) -> None:

@@ -1,33 +1,53 @@
 """What the commands that write one run per seed share (evaluate, aopc): OUT holds a seed-S directory per
-seed, each claimed by its own run (fmm_fast.core.outputs), and the files the command writes beside them."""
+seed, each claimed by its own run, and OUT itself carries a marker with the fields its seeds share, listing
+what the command wrote there (fmm_fast.core.outputs)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from fmm_fast.backends.loading import LoadedModel
-from fmm_fast.core.outputs import check_directory
+from fmm_fast.core.outputs import check_directory, claim_directory
 from fmm_fast.core.settings import ResumableSettings
+
+PRECISION_FIELD = "precision"  # the precision that runs: known once the model loads
 
 
 def seed_directory(out: Path, seed: int) -> Path:
     return out / f"seed-{seed}"
 
 
-def own_entries(files: Iterable[str] = ()) -> Callable[[str], bool]:
-    """Whether an entry of OUT is the command's: a seed directory or one of `files`."""
-    names = frozenset(files)
-    return lambda name: name.startswith("seed-") or name in names
+def shared_fields(settings: ResumableSettings, **extra: Any) -> dict[str, Any]:
+    """The fingerprint fields every seed of OUT shares (OUT's own marker): a seed's, less its seed, with
+    `extra` (e.g. the content of each explanations file)."""
+    fields = {key: value for key, value in settings.fingerprint_fields().items() if key != "seed"}
+    return {**fields, **extra}
 
 
-def check_seed_directories(
-    out: Path, runs: Mapping[int, ResumableSettings], kind: str, precision: str, overwrite: bool
+def check_outputs(
+    out: Path,
+    kind: str,
+    shared: dict[str, Any],
+    runs: Mapping[int, ResumableSettings],
+    overwrite: bool,
+    *unsettled: str,
 ) -> None:
-    """Before any work: each seed directory is new, or resumes this very run (in the precision that runs)."""
+    """OUT (the seeds' container) and each seed directory may take this run, or --overwrite replaces what
+    they hold; unsettled: fields not known yet (the precision that runs, before the model loads). Reads
+    only: call it before any work, and again once the unsettled fields are known."""
+    check_directory(out, kind, shared, overwrite, unsettled)
     for seed, run in runs.items():
-        fields = run.ran_in(precision).fingerprint_fields()
-        check_directory(seed_directory(out, seed), kind, fields, overwrite)
+        check_directory(seed_directory(out, seed), kind, run.fingerprint_fields(), overwrite, unsettled)
+
+
+def claim_container(
+    out: Path, kind: str, shared: dict[str, Any], seeds: Sequence[int], files: Sequence[str], overwrite: bool
+) -> None:
+    """Make OUT this command's container: its marker lists the seed directories and `files` it writes."""
+    entries = [*files, *(seed_directory(out, seed).name for seed in seeds)]
+    claim_directory(out, kind, shared, overwrite, files=entries)
 
 
 def print_header(

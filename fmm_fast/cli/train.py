@@ -57,19 +57,19 @@ def train(
     Which model: start with --model minilm --lr 5e-5 (the pretrained MiniLM, offline); the default
     tiny-roberta trains from scratch in seconds, for trying the pipeline, and does not learn bAbI.
     """
-    TRAIN.require("training")
-    from fmm_fast.training.train import MODEL_DIR, RUN_FILE
-    from fmm_fast.training.train import train as run_training
+    with output_lock(out):  # before PyTorch and the data load: a second process exits at once
+        TRAIN.require("training")
+        from fmm_fast.training.train import MODEL_DIR, RUN_FILE
+        from fmm_fast.training.train import train as run_training
 
-    settings = TrainSettings(
-        data,
-        model=model,
-        strategy=strategy,
-        seed=seed,
-        **training,
-        backend=backend,
-    )
-    with output_lock(out):
+        settings = TrainSettings(
+            data,
+            model=model,
+            strategy=strategy,
+            seed=seed,
+            **training,
+            backend=backend,
+        )
         record = run_training(settings, out, progress=not quiet, overwrite=overwrite)
     metric = record["dataset"]["metric"]
     best = record["epochs"][record["best_epoch"] - 1]

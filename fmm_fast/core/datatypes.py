@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from fmm_fast.core.reading import shape_error
+
 
 @dataclass
 class EncodedSplit:
@@ -84,8 +86,27 @@ class ModelInfo:
         return json.dumps(asdict(self))
 
     @classmethod
+    def from_dict(cls, values: object) -> ModelInfo:
+        """The info `asdict` gave; ValueError naming the field when it is missing or of the wrong type."""
+        if error := shape_error(values, MODEL_INFO_SHAPE, "info"):
+            raise ValueError(error)
+        known = {name: value for name, value in values.items() if name in cls.__dataclass_fields__}  # type: ignore[union-attr]
+        return cls(**known)
+
+    @classmethod
     def from_json(cls, text: str) -> ModelInfo:
-        return cls(**json.loads(text))
+        return cls.from_dict(json.loads(text))
+
+
+MODEL_INFO_SHAPE = {
+    "label_names": [str],
+    "mask_id": int,
+    "pad_id": int,
+    "special_ids": [int],
+    "max_length": int,
+    "num_hidden_layers": int,
+    "hidden_size": int,
+}
 
 
 def pad_batch(sequences: list[np.ndarray], pad_id: int) -> tuple[np.ndarray, np.ndarray]:

@@ -1,13 +1,20 @@
-"""Output ownership: a run writes only into a new output, or into one that holds the same run.
+"""Output ownership: a run writes only into a new output, or into one that holds the same run, and it only
+ever replaces or removes what a marker says fmm-fast wrote.
 
-A claimed directory gets RUN_MARKER: the run's kind and fingerprint fields (everything that shapes its
-numbers). A later command may write there only when its kind and fields are equal (it resumes, or restarts,
-that run), or with --overwrite, which first removes what the earlier run wrote. Output files (explain's
-.jsonl, export's .onnx) have no marker: an existing one is only replaced with --overwrite.
+A claimed directory gets RUN_MARKER: the run's kind, its fingerprint fields (everything that shapes its
+numbers) and the names of the entries the run writes there ("files"). A later command may write there only
+when its kind and fields are equal (it resumes, or restarts, that run), or, for the same kind, with
+--overwrite, which first removes the entries the earlier marker lists (a listed directory with a marker
+of its own, e.g. evaluate's OUT/seed-S, loses only what its own marker lists). Anything else in the
+directory (a user's notes, a file named like fmm-fast's own but unlisted) is never touched, and a directory
+holding such files without a marker is never claimed. A container of runs (evaluate's OUT) is claimed the
+same way, with the fields its seeds share. Output files (explain's .jsonl, export's .onnx) carry their
+mark in their content: an existing one is replaced only with --overwrite and only when it is fmm-fast's.
 
 While a command writes, it holds a lock (fcntl.flock on LOCK_NAME in the directory, or on `.NAME.lock`
-beside a file), so a second process writing the same output exits at once. The OS releases a flock when
-the process ends, crash and SIGKILL included, so a lock file left on disk never blocks a later run.
+beside a file), taken before any model or data loads, so a second process writing the same output exits
+at once. The OS releases a flock when the process ends, crash and SIGKILL included, so a lock file left
+on disk never blocks a later run.
 """
 
 from __future__ import annotations
@@ -15,16 +22,19 @@ from __future__ import annotations
 import fcntl
 import json
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
 from fmm_fast.core.errors import UserError
-from fmm_fast.core.records import ensure_writable, read_record, write_record
+from fmm_fast.core.reading import read_checked, shape_error
+from fmm_fast.core.records import ensure_writable, write_record
 
 RUN_MARKER = ".fmm-fast-run.json"
 LOCK_NAME = ".fmm-fast.lock"
+MARKER_SHAPE = {"kind": str, "fields": dict}  # "files" ([str]) is absent from markers of older versions
+_OWN = (RUN_MARKER, LOCK_NAME)
 
 
 @contextmanager
@@ -33,8 +43,10 @@ def output_lock(path: Path, file: bool = False) -> Iterator[None]:
     `with` block.
 
     UserError at once when another process holds it. A directory whose run failed before it wrote anything
-    but its marker is released: a corrected rerun may take it.
+    but its marker is released: a corrected rerun may take it (and a directory this call created is
+    removed again).
     """
+    created = not path.exists()
     if file:
         ensure_writable(path.parent)
         lock_path = path.with_name(f".{path.name}.lock")
@@ -52,26 +64,30 @@ def output_lock(path: Path, file: bool = False) -> Iterator[None]:
         try:
             yield
         except BaseException:
-            if path.is_dir() and not _occupants(path, lambda name: name == RUN_MARKER):
+            if file and not path.exists():  # nothing written: leave no lock file behind either
+                lock_path.unlink(missing_ok=True)
+            elif not file and path.is_dir() and not _occupants(path):
                 (path / RUN_MARKER).unlink(missing_ok=True)
+                if created:  # nothing of this failed run remains: leave no empty directory behind
+                    lock_path.unlink(missing_ok=True)
+                    path.rmdir()
             raise
     finally:
         handle.close()  # closing releases the flock
 
 
 def read_marker(directory: Path) -> dict[str, Any] | None:
-    """The run marker of `directory`, None when it has none; UserError when it is unreadable."""
+    """The run marker of `directory`, None when it has none; UserError when it is damaged."""
     path = directory / RUN_MARKER
     if not path.is_file():
         return None
-    try:
-        marker = read_record(path)
-        if not isinstance(marker.get("fields"), dict):
-            raise ValueError("not a run marker")
-    except (OSError, UnicodeDecodeError, ValueError, LookupError, TypeError) as error:
-        raise UserError(
-            f"{path} is damaged ({error}); remove {directory} or pass --overwrite to replace it"
-        ) from error
+    fix = (
+        f"fmm-fast cannot tell which files of {directory} it wrote: move what you keep and remove the "
+        "directory yourself, or choose another --out"
+    )
+    marker = read_checked(path, MARKER_SHAPE, fix)
+    if "files" in marker and (error := shape_error(marker["files"], [str], "files")):
+        raise UserError(f"{path} is damaged or not what fmm-fast wrote ({error}); {fix}")
     return marker
 
 
@@ -92,69 +108,117 @@ def _short(value: Any) -> str:
     return text if len(text) <= 24 else text[:12] + "…"
 
 
-def _is_fmm_output(directory: Path) -> bool:
-    """Whether the directory, or one of its subdirectories, is a run fmm-fast claimed."""
-    return (directory / RUN_MARKER).is_file() or any(
-        (child / RUN_MARKER).is_file() for child in directory.iterdir() if child.is_dir()
-    )
+def _occupants(directory: Path) -> list[str]:
+    """The entries of `directory` besides its marker and lock."""
+    return sorted(e.name for e in directory.iterdir() if e.name not in _OWN)
 
 
-def _clear(directory: Path) -> None:
-    """Remove everything in `directory` but its lock (which this process holds)."""
-    for entry in directory.iterdir():
-        if entry.name == LOCK_NAME:
-            continue
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry)
-        else:
-            entry.unlink()
+def _listing(names: Sequence[str]) -> str:
+    return ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
 
 
-def _occupants(directory: Path, own: Callable[[str], bool]) -> list[str]:
-    return sorted(e.name for e in directory.iterdir() if e.name != LOCK_NAME and not own(e.name))
+def check_directory(
+    directory: Path,
+    kind: str,
+    fields: dict[str, Any],
+    overwrite: bool = False,
+    unsettled: Collection[str] = (),
+) -> bool:
+    """Whether `directory` may take this run as it is (True: it is new, empty or holds this same run).
 
-
-def check_directory(directory: Path, kind: str, fields: dict[str, Any], overwrite: bool = False) -> bool:
-    """Whether `directory` may take this run (True: it is new, empty or holds this same run).
-
-    UserError naming the difference when it holds another run, or files that are not a run; False when
-    --overwrite asks to replace an earlier run (the caller clears it under the lock with `claim_directory`).
+    False when it holds an earlier run of the same kind and --overwrite asks to replace it (the caller
+    clears it under the lock with `claim_directory`). UserError naming the difference when it holds
+    another run without --overwrite, a run of another kind, or files without a marker. unsettled: field
+    keys not known yet (the precision that runs, before the model loads), left out of the comparison.
     Reads only: nothing is created or changed.
     """
     fields = _as_recorded(fields)
     if directory.exists() and not directory.is_dir():
         raise UserError(f"output path {directory} is a file; choose a directory")
-    if not directory.is_dir() or not _occupants(directory, lambda name: False):
+    if not directory.is_dir() or not _occupants(directory):
         return True
-    marker = read_marker(directory) if not overwrite else None
-    if marker is not None:
-        if marker.get("kind") == kind and marker["fields"] == fields:
-            return True
-        changed = "kind" if marker.get("kind") != kind else ", ".join(differences(marker["fields"], fields))
+    marker = read_marker(directory)
+    if marker is None:
+        advice = "; --overwrite replaces only what an fmm-fast run wrote: move them yourself"
         raise UserError(
-            f"{directory} holds another {marker.get('kind')} run (it differs in {changed}); choose a new "
-            "--out, rerun with the same options to resume it, or pass --overwrite to replace it"
+            f"output directory {directory} holds files that are not this run's "
+            f"({_listing(_occupants(directory))}); choose a new --out{advice if overwrite else ''}"
         )
-    if overwrite and _is_fmm_output(directory):
+    if marker["kind"] != kind:
+        raise UserError(
+            f"{directory} holds another run, of `fmm-fast {marker['kind']}` (it differs in kind); choose "
+            f"a new --out (--overwrite replaces only an earlier {kind} run)"
+        )
+    recorded = {key: value for key, value in marker["fields"].items() if key not in unsettled}
+    changed = differences(recorded, {key: value for key, value in fields.items() if key not in unsettled})
+    if not changed:
+        return True
+    if overwrite:
+        _check_removable(directory, marker)
         return False
-    advice = "; --overwrite replaces only an earlier fmm-fast run: remove them yourself" if overwrite else ""
     raise UserError(
-        f"output directory {directory} holds files that are not this run's "
-        f"({_listing(_occupants(directory, lambda name: False))}); choose a new --out{advice}"
+        f"{directory} holds another {kind} run (it differs in {', '.join(changed)}); choose a new --out, "
+        "rerun with the same options to resume it, or pass --overwrite to replace it"
     )
 
 
-def _listing(names: list[str]) -> str:
-    return ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+def _check_removable(directory: Path, marker: dict[str, Any]) -> None:
+    """UserError when a run that --overwrite would remove (a listed directory with its own marker, e.g.
+    OUT/seed-S) holds entries its marker does not list: they would outlive it inside the new run's place,
+    so nothing is removed until the user moves them."""
+    foreign = []
+    for name in marker.get("files", []):
+        inner = read_marker(directory / name) if (directory / name).is_dir() else None
+        if inner is not None:
+            own = set(inner.get("files", []))
+            foreign += [f"{name}/{entry}" for entry in _occupants(directory / name) if entry not in own]
+    if foreign:
+        raise UserError(
+            f"--overwrite would replace the runs in {directory}, but they hold files fmm-fast did not write "
+            f"({_listing(foreign)}); move them out first, or choose a new --out"
+        )
 
 
-def claim_directory(directory: Path, kind: str, fields: dict[str, Any], overwrite: bool = False) -> None:
-    """Make `directory` this run's: check it (see check_directory), clear it when --overwrite replaces an
-    earlier run, and write the marker. Call it while holding `output_lock(directory)`."""
-    if not check_directory(directory, kind, fields, overwrite):
-        _clear(directory)
-    if not (ensure_writable(directory) / RUN_MARKER).is_file():
-        write_record(directory / RUN_MARKER, {"kind": kind, "fields": _as_recorded(fields)})
+def claim_directory(
+    directory: Path,
+    kind: str,
+    fields: dict[str, Any],
+    overwrite: bool = False,
+    files: Sequence[str] = (),
+) -> None:
+    """Make `directory` this run's: check it (see check_directory), remove what the earlier run wrote when
+    --overwrite replaces it, and write the marker, which lists `files` (the entries this run writes there)
+    besides those an earlier claim of this same run listed. Call it while holding `output_lock(directory)`.
+    """
+    marker = None
+    if check_directory(directory, kind, fields, overwrite):
+        marker = read_marker(directory) if directory.is_dir() else None
+    else:
+        remove_owned(directory, files)
+    listed = list(dict.fromkeys([*(marker or {}).get("files", []), *files]))
+    wanted = {"kind": kind, "fields": _as_recorded(fields), "files": listed}
+    if marker != wanted:
+        write_record(ensure_writable(directory) / RUN_MARKER, wanted)
+
+
+def remove_owned(directory: Path, files: Sequence[str] = ()) -> None:
+    """Remove what the marker of `directory` lists (a marker of an older version lists nothing: then the
+    entries `files` of the run replacing it, which the same command writes), and the marker. A listed
+    directory with a marker of its own loses only what that marker lists, and goes when it is then empty;
+    one without is fmm-fast's whole (state/, model/). Nothing unlisted is touched."""
+    marker = read_marker(directory) or {}
+    for name in marker.get("files", files):
+        entry = directory / name
+        if entry.is_dir() and not entry.is_symlink():
+            if (entry / RUN_MARKER).is_file():
+                remove_owned(entry)
+                if not any(entry.iterdir()):
+                    entry.rmdir()
+            else:
+                shutil.rmtree(entry)
+        elif entry.exists() or entry.is_symlink():
+            entry.unlink()
+    (directory / RUN_MARKER).unlink(missing_ok=True)
 
 
 def _as_recorded(fields: dict[str, Any]) -> dict[str, Any]:
@@ -162,27 +226,17 @@ def _as_recorded(fields: dict[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(fields))
 
 
-def check_container(directory: Path, own: Callable[[str], bool], overwrite: bool = False) -> None:
-    """A directory of several runs (evaluate's OUT/seed-S/ and the curves beside them): UserError when it
-    holds any entry `own` does not accept; with --overwrite the accepted entries are removed (under the
-    caller's lock)."""
-    if directory.exists() and not directory.is_dir():
-        raise UserError(f"output path {directory} is a file; choose a directory")
-    if not directory.is_dir():
-        return
-    foreign = _occupants(directory, own)
-    if foreign:
-        raise UserError(
-            f"output directory {directory} holds files of another run ({_listing(foreign)}); "
-            "choose a new --out"
-        )
-    if overwrite:
-        _clear(directory)
-
-
-def check_file(path: Path, overwrite: bool) -> None:
-    """UserError when output file `path` exists and --overwrite was not given, or when it is a directory."""
+def check_file(path: Path, overwrite: bool, written_by_fmm: Callable[[Path], bool], what: str) -> None:
+    """UserError when output file `path` is a directory, exists without --overwrite, or exists and is not
+    fmm-fast's `what` (`written_by_fmm(path)` reads the mark in its content): only those are replaced."""
     if path.is_dir():
         raise UserError(f"--out {path} is a directory; give a file name")
-    if path.exists() and not overwrite:
+    if not path.exists():
+        return
+    if not overwrite:
         raise UserError(f"{path} already exists; choose another --out or pass --overwrite to replace it")
+    if not written_by_fmm(path):
+        raise UserError(
+            f"{path} is not {what} fmm-fast wrote; --overwrite replaces only those: move it or choose "
+            "another --out"
+        )

@@ -83,18 +83,32 @@ def loads_record(text: str) -> dict[str, Any]:
     """The record `dumps_record` wrote, its non-finite numbers back as float nan/inf.
 
     The "non_finite" map is consumed (not returned). Older records that hold a bare NaN still load.
-    Raises ValueError (json.JSONDecodeError) on malformed text or when the top level is not an object.
+    Raises ValueError (json.JSONDecodeError) on malformed text, when the top level is not an object, or
+    when a "non_finite" pointer names no null of the record.
     """
-    record = json.loads(text)
+    return restore_non_finite(json.loads(text))
+
+
+def restore_non_finite(record: Any) -> dict[str, Any]:
+    """A parsed record with the nulls its "non_finite" map names back as float nan/inf (see
+    loads_record, which raises what this raises)."""
     if not isinstance(record, dict):
         raise ValueError("a run record must be a JSON object")
     non_finite = record.pop(NON_FINITE_FIELD, None) or {}
+    if not isinstance(non_finite, dict):
+        raise ValueError(f'"{NON_FINITE_FIELD}" must map JSON pointers to "nan", "inf" or "-inf"')
     for pointer, value in non_finite.items():
-        *parents, last = [_unescape(token) for token in pointer.split("/")[1:]]
-        container: Any = record
-        for token in parents:
-            container = container[int(token) if isinstance(container, list) else token]
-        container[int(last) if isinstance(container, list) else last] = _NON_FINITE_VALUES[value]
+        try:
+            *parents, last = [_unescape(token) for token in str(pointer).split("/")[1:]]
+            container: Any = record
+            for token in parents:
+                container = container[int(token) if isinstance(container, list) else token]
+            if container[int(last) if isinstance(container, list) else last] is not None:
+                raise ValueError("it names a value, not a null")
+            container[int(last) if isinstance(container, list) else last] = _NON_FINITE_VALUES[value]
+        except (LookupError, TypeError, ValueError) as error:  # a missing key, index or value name
+            reason = error if isinstance(error, ValueError) else f"no such field or value {error}"
+            raise ValueError(f'"{NON_FINITE_FIELD}" entry {pointer!r}: {reason}') from None
     return record
 
 

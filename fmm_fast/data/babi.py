@@ -28,6 +28,7 @@ DROP_PHRASES = ("dropped", "discarded", "put down", "left")
 
 TRAIN_SIZE = 10_000  # bAbI-10k: train-style questions per task, split 80/20 into train/validation
 TEST_SIZE = 1_000
+MAX_GENERATED = 100_000  # questions per split at most: ten times bAbI-10k, a few seconds to generate
 QUESTIONS_PER_STORY = 5
 MAX_STORY_SENTENCES = {1: 10, 2: 30, 3: 30}  # keeps token lengths modest
 # Event mix for tasks 2 and 3 (moves, pick-ups, drops), and how much likelier an actor carrying something

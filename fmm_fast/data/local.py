@@ -8,11 +8,9 @@ UTF-8 byte-order mark is skipped, and a column name given twice is an error, nev
 from __future__ import annotations
 
 import csv
-import json
 import math
 import re
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +18,7 @@ import numpy as np
 from fmm_fast.core.digest import file_sha256
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.optional_deps import PARQUET
+from fmm_fast.core.reading import json_lines
 from fmm_fast.data.base import TextSplit, stratified_split
 
 SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")  # .json: one JSON object per line, like .jsonl
@@ -107,24 +106,11 @@ def _check_unique(names: list[str], where: str) -> None:
 
 def _json_lines(path: Path) -> list[dict]:
     rows = []
-    # split at newlines only: splitlines() also breaks at characters a JSON string may hold (U+2028, ...),
-    # which would shift the line numbers errors name
-    for number, line in enumerate(path.read_text(encoding="utf-8-sig").split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line, object_pairs_hook=partial(_unique_object, number=number))
-        except json.JSONDecodeError as error:
-            raise ValueError(f"line {number}: {error.msg} (column {error.colno})") from None
+    for number, row in json_lines(path):
         if not isinstance(row, dict):
             raise ValueError(f"line {number} is a JSON {type(row).__name__}, not an object")
         rows.append(row)
     return rows
-
-
-def _unique_object(pairs: list[tuple[str, object]], number: int) -> dict:
-    _check_unique([key for key, _ in pairs], f"line {number}")
-    return dict(pairs)
 
 
 def _parquet_rows(path: Path) -> list[dict]:

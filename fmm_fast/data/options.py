@@ -14,6 +14,7 @@ from fmm_fast.data import load_dataset
 from fmm_fast.data.base import TextDataset
 from fmm_fast.data.labels import model_label_indices
 from fmm_fast.data.local import is_local_file_name
+from fmm_fast.data.registry import check_data_sizes
 from fmm_fast.data.tokenization import encode_split
 
 
@@ -42,6 +43,9 @@ class DataOptions:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "label_map", tuple(tuple(pair) for pair in self.label_map))  # from JSON
+        if self.limit is not None and self.limit < 1:
+            raise UserError(f"--limit must be at least 1, got {self.limit}")
+        check_data_sizes(self.dataset, self.size, self.test_size)  # before any work
 
     def fingerprint_fields(self) -> dict:
         """Every option, and for a local data file its content ("content": {path: "sha256:..."}), so that
@@ -78,8 +82,6 @@ def open_split(
     to_model = model_label_indices(dataset.label_names, model.info.label_names, options.label_map)
     text_split = replace(dataset.splits[name], labels=to_model[dataset.splits[name].labels])
     if options.limit is not None:
-        if options.limit < 1:
-            raise UserError(f"--limit must be at least 1, got {options.limit}")
         text_split = text_split.subset(range(min(options.limit, len(text_split))))
     if len(text_split) == 0:
         raise UserError(f"split '{name}' of dataset '{dataset.name}' is empty")

@@ -7,7 +7,7 @@ from functools import partial
 from pathlib import Path
 
 from fmm_fast.core.errors import UserError
-from fmm_fast.data.babi import LOCATIONS, babi_splits
+from fmm_fast.data.babi import LOCATIONS, MAX_GENERATED, TRAIN_SIZE, babi_splits
 from fmm_fast.data.base import DatasetSpec, TextDataset, TextSplit, cap_splits, check_sizes
 from fmm_fast.data.hub import hub_splits
 from fmm_fast.data.local import (
@@ -89,6 +89,9 @@ _OFFLINE: dict[str, Callable[..., dict[str, TextSplit]]] = {
 }
 
 
+_GENERATED = ("babi-1", "babi-2", "babi-3")  # drawn by our generator: a size is how many it generates
+
+
 def dataset_names() -> list[str]:
     """Every registry name: the paper's 16 and the offline extras."""
     return list(DATASETS)
@@ -115,7 +118,7 @@ def load_dataset(
     """
     if seed < 0:
         raise UserError(f"seed {seed} is negative; use a seed ≥ 0")
-    check_sizes(size, test_size)
+    check_data_sizes(name, size, test_size)
     spec = DATASETS.get(name)
     if spec is None:
         if not is_local_file_name(name):
@@ -161,6 +164,19 @@ def load_dataset(
     else:
         splits = hub_splits(spec, seed=seed, size=size, test_size=test_size, offline_names=list(_OFFLINE))
     return TextDataset(spec.name, list(spec.label_names), spec.metric, spec.epochs, splits)
+
+
+def check_data_sizes(name: str, size: int | None, test_size: int | None) -> None:
+    """UserError before any work when --size / --test-size ask for fewer examples than a split needs, or
+    for more than a generated dataset generates (a cap on a file or hub dataset just keeps it whole)."""
+    check_sizes(size, test_size)
+    if name in _GENERATED:
+        for option, value in (("--size", size), ("--test-size", test_size)):
+            if value is not None and value > MAX_GENERATED:
+                raise UserError(
+                    f"{option} {value}: {name} generates at most {MAX_GENERATED:,} questions per split "
+                    f"(bAbI-10k has {TRAIN_SIZE:,}); give at most {MAX_GENERATED}"
+                )
 
 
 def local_metric(metric: str | None) -> str:

@@ -17,6 +17,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +26,7 @@ from fmm_fast.backends.loading import LoadedModel
 from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.core.metrics import compute_metrics
 from fmm_fast.core.outputs import claim_directory
+from fmm_fast.core.reading import read_state
 from fmm_fast.core.records import write_record
 from fmm_fast.core.settings import EvaluationSettings
 from fmm_fast.data.base import TextDataset
@@ -34,15 +36,20 @@ from fmm_fast.distributed.worker import TaskResult
 from fmm_fast.measures import get_measure
 from fmm_fast.protocols.curve_stats import RATIOS
 from fmm_fast.protocols.erasure import (
+    RUN_FILES,
     RUN_KIND,
     apply_masked,
     erasure_result,
     evaluation_record,
     fully_masked,
-    load_state,
     measure_names,
     save_masked_step,
 )
+
+SHARD_STATE = {
+    "indices": [int],
+    "measures": {"*": {"predictions": [[int]], "masked": [[[int]]], "seconds": float, "forward_passes": int}},
+}
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,22 @@ class Shard:
     def work(self) -> int:
         """Progress units: examples × measures."""
         return len(self.indices) * len(self.measures)
+
+
+def _fits_shard(saved: dict, shard: Shard) -> bool:
+    """Whether a saved shard state holds every measure of `shard`, a row per example and step."""
+    rows, steps = len(shard.indices), len(RATIOS) - 2
+    ends = all(len(saved.get(end) or []) == rows for end in ("r0", "r1")) if shard.with_ends else True
+    return (
+        saved["indices"] == shard.indices
+        and set(saved["measures"]) == set(shard.measures)
+        and ends
+        and all(
+            len(curve["predictions"]) == len(curve["masked"]) == steps
+            and all(len(step) == rows for step in [*curve["predictions"], *curve["masked"]])
+            for curve in saved["measures"].values()
+        )
+    )
 
 
 class ShardedErasure:
@@ -113,19 +136,21 @@ class ShardedErasure:
         return hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:20]
 
     # -- state ---------------------------------------------------------------------------------
-    def _load(self, key: str) -> dict | None:
-        return load_state(self.shard_dir / f"{key}.json", "measures")
+    def _load(self, shard: Shard) -> dict | None:
+        """A finished shard's saved state; None when there is none or it is damaged (then recomputed)."""
+        path = self.shard_dir / f"{shard.key}.json"
+        return read_state(path, SHARD_STATE, partial(_fits_shard, shard=shard))
 
     # -- the run -------------------------------------------------------------------------------
     def run(self) -> dict:
         """All curves, ACU/RACU (erasure_result's record) plus "resumed_shards"."""
         started = time.perf_counter()
-        claim_directory(self.out_dir, RUN_KIND, self.settings.fingerprint_fields())
+        claim_directory(self.out_dir, RUN_KIND, self.settings.fingerprint_fields(), files=RUN_FILES)
         self.shard_dir.mkdir(parents=True, exist_ok=True)
         shards = {shard.key: shard for shard in self.plan()}
         done: dict[str, dict] = {}
-        for key in shards:
-            saved = self._load(key)
+        for key, shard in shards.items():
+            saved = self._load(shard)
             if saved is not None:
                 done[key] = saved
         self.resumed = len(done)

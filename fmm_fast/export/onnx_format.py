@@ -27,6 +27,17 @@ INPUT_NAMES = ("input_ids", "attention_mask")
 OUTPUT_NAMES = ("logits", "signals")
 
 
+def exported_by_fmm(path: Path) -> bool:
+    """Whether `path` is an ONNX file `fmm-fast export` wrote (it carries fmm-fast's model metadata)."""
+    import onnx
+
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception:  # protobuf's DecodeError and friends: not an ONNX file at all
+        return False
+    return any(prop.key == METADATA_INFO for prop in model.metadata_props)
+
+
 def configure_tokenizer(tokenizer: Tokenizer, max_length: int) -> Tokenizer:
     """A copy that truncates pairs longest-first to max_length (specials included) and never pads."""
     configured = Tokenizer.from_str(tokenizer.to_str())

@@ -12,7 +12,6 @@ One JSON object per evaluated example:
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from tokenizers import Tokenizer
 
 from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.core.errors import UserError
+from fmm_fast.core.reading import json_lines
 from fmm_fast.measures import measure_names
 
 SCORE_KEYS = ("token_scores", "word_scores")
@@ -80,19 +80,19 @@ def load_explanations(path: Path, split: EncodedSplit, tokenizer: Tokenizer) -> 
             "(its name labels the results)"
         )
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = json_lines(path)
     except (OSError, UnicodeDecodeError) as error:
         raise UserError(f"cannot read explanations file {path} ({error}); give a UTF-8 .jsonl file") from None
+    except ValueError as error:  # bad JSON, named by the file's own line number
+        raise UserError(f"{path} {error}; write one JSON object per line") from None
     scores: dict[int, np.ndarray] = {}
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
+    for number, record in lines:
         where = f"{path} line {number}"
-        index = _example_index(line, where, len(split))
+        index = _example_index(record, where, len(split))
         where = f"{where} (example {index})"
         if index in scores:
             raise UserError(f"{where}: example {index} already has an explanation; give one line per example")
-        scores[index] = _token_scores(json.loads(line), where, split, index, tokenizer)
+        scores[index] = _token_scores(record, where, split, index, tokenizer)
     missing = [i for i in range(len(split)) if i not in scores]
     if missing:
         more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
@@ -105,11 +105,7 @@ def load_explanations(path: Path, split: EncodedSplit, tokenizer: Tokenizer) -> 
     return ExternalExplanation(path.stem, path, ordered, signed)
 
 
-def _example_index(line: str, where: str, count: int) -> int:
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as error:
-        raise UserError(f"{where}: not valid JSON ({error.msg}); write one JSON object per line") from None
+def _example_index(record: object, where: str, count: int) -> int:
     if not isinstance(record, dict):
         raise UserError(f'{where}: not a JSON object; write e.g. {{"index": 0, "token_scores": [...]}}')
     index = record.get("index")
@@ -125,6 +121,19 @@ def _example_index(line: str, where: str, count: int) -> int:
     return index
 
 
+def _finite_float(value: float) -> bool:
+    """Whether a JSON number is a finite float64 (an integer like 10**400 is beyond its range)."""
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
+def _shown(value: float) -> str:
+    text = str(value)
+    return text if len(text) <= 24 else f"{text[:12]}… ({len(text)} digits)"
+
+
 def _token_scores(
     record: dict, where: str, split: EncodedSplit, index: int, tokenizer: Tokenizer
 ) -> np.ndarray:
@@ -136,9 +145,12 @@ def _token_scores(
         isinstance(v, bool) or not isinstance(v, int | float) for v in values
     ):
         raise UserError(f"{where}: {given[0]} must be a list of numbers")
-    bad = next((i for i, v in enumerate(values) if not math.isfinite(v)), None)
+    bad = next((i for i, v in enumerate(values) if not _finite_float(v)), None)
     if bad is not None:
-        raise UserError(f"{where}: {given[0]}[{bad}] is {values[bad]}; every score must be a finite number")
+        raise UserError(
+            f"{where}: {given[0]}[{bad}] is {_shown(values[bad])}, not a finite 64-bit float; every score "
+            "must be one"
+        )
     if given[0] == "token_scores":
         tokens = len(split.input_ids[index])
         if len(values) != tokens:

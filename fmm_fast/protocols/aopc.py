@@ -45,6 +45,7 @@ RUN_KIND = "aopc"
 RECORD_KIND = "peer-metrics"
 PEER_FILE = "peer.jsonl"
 RESULT_FILE = "result.json"
+RUN_FILES = ("state", PEER_FILE, RESULT_FILE)  # what a seed directory holds (its marker lists them)
 # (key in the record, column title); ↑ higher is more faithful, ↓ lower is.
 SUMMARIES = (
     ("aopc_comprehensiveness", "AOPC comp ↑"),
@@ -94,7 +95,7 @@ def run_peer_evaluation(
             "evaluate a model trained on this dataset"
         )
     ran = settings.ran_in(loaded.precision.used)  # a resumed run must have run in the same precision
-    claim_directory(run_dir, RUN_KIND, ran.fingerprint_fields())
+    claim_directory(run_dir, RUN_KIND, ran.fingerprint_fields(), files=RUN_FILES)
     gradient_engine: MaskBatchEngine | None = None
     options = settings.measure_options
     names = list(dict.fromkeys([BASELINE, *(get_measure(m, **options).name for m in settings.measures)]))

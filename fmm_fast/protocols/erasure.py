@@ -7,7 +7,6 @@ Every finished (measure, ratio) step is written to `<out>/state/` at once, so a 
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -22,7 +21,8 @@ from fmm_fast.core.datatypes import EncodedSplit, pad_batch, save_ragged
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.metrics import compute_metrics, majority_metric
 from fmm_fast.core.outputs import claim_directory
-from fmm_fast.core.records import read_record, versions, write_record
+from fmm_fast.core.reading import read_state
+from fmm_fast.core.records import versions, write_record
 from fmm_fast.core.settings import EvaluationSettings
 from fmm_fast.data.base import TextDataset
 from fmm_fast.data.masking import masked_count
@@ -242,19 +242,29 @@ def erasure_result(
     }
 
 
-def load_state(path: Path, required: str) -> dict | None:
-    """A saved state record holding key `required`, or None when there is none or it is damaged (then
-    with a warning: the caller recomputes it)."""
-    if not path.is_file():
-        return None
-    try:
-        state = read_record(path)
-        if required not in state:
-            raise ValueError("not a state record")
-    except (OSError, UnicodeDecodeError, ValueError, LookupError, TypeError) as error:
-        print(f"fmm-fast: warning: {path} is damaged ({error}); recomputing it", file=sys.stderr)
-        return None
-    return state
+RUN_FILES = ("state", "masked", "result.json")  # what a seed directory holds (its marker lists them)
+METRICS_SHAPE = {"*": float}
+SHARED_STATE = {"r0": METRICS_SHAPE, "r1": METRICS_SHAPE, "r0_predicted": [int]}
+MEASURE_STATE = {
+    "curve": [METRICS_SHAPE],
+    "masked": [[int]],
+    "fixed_scores": (None, [[float]]),
+    "seconds": float,
+    "forward_passes": int,
+}
+
+
+def fits_split(state: dict, split: EncodedSplit) -> bool:
+    """Whether a measure's saved state describes `split`'s examples: one list of masked positions per
+    example, each inside its example, fixed scores (if any) one per token, at most one curve point per
+    ratio."""
+    lengths = [len(ids) for ids in split.input_ids]
+    if len(state["masked"]) != len(lengths) or not 1 <= len(state["curve"]) <= len(RATIOS):
+        return False
+    if any(p < 0 or p >= n for positions, n in zip(state["masked"], lengths, strict=True) for p in positions):
+        return False
+    fixed = state["fixed_scores"]
+    return fixed is None or [len(scores) for scores in fixed] == lengths
 
 
 class ErasureRun:
@@ -298,7 +308,11 @@ class ErasureRun:
 
         Which run the states belong to is settled by the directory's run marker (claim_directory).
         """
-        return load_state(self.state_dir / f"{name}.json", "r0" if name == "shared" else "curve")
+        path = self.state_dir / f"{name}.json"
+        if name == "shared":
+            num_labels = self.engine.info.num_labels
+            return read_state(path, SHARED_STATE, lambda state: len(state["r0_predicted"]) == num_labels)
+        return read_state(path, MEASURE_STATE, lambda state: fits_split(state, self.split))
 
     def _save_state(self, name: str, state: dict) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -370,7 +384,7 @@ class ErasureRun:
     def run(self) -> dict:
         """All curves (rand first), ACU/RACU, and the result record (also written as result.json)."""
         started = time.perf_counter()
-        claim_directory(self.out_dir, RUN_KIND, self.settings.fingerprint_fields())
+        claim_directory(self.out_dir, RUN_KIND, self.settings.fingerprint_fields(), files=RUN_FILES)
         shared = self._load_state("shared")
         if shared is None:
             num_labels = self.engine.info.num_labels

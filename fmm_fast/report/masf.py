@@ -82,13 +82,9 @@ def render_masf_markdown(curves: dict[str, dict]) -> str:
     return "\n\n".join([caption, table, *(["\n".join(saturated)] if saturated else [])]) + "\n"
 
 
-def write_masf_report(dirs: Sequence[Path], out: Path) -> str | None:
-    """Write OUT/masf.md and OUT/masf.png when `dirs` hold MaSF results; returns the table (None: none)."""
-    curves = load_masf_curves(dirs)
-    if not curves:
-        return None
+def write_masf(curves: dict[str, dict], out: Path) -> str:
+    """Write OUT/masf.md and OUT/masf.png of `curves` (load_masf_curves'); returns the table."""
     text = render_masf_markdown(curves)
-    out.mkdir(parents=True, exist_ok=True)
     (out / MASF_TABLE).write_text(text, encoding="utf-8")
     plot_p_values(
         {

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fmm_fast.core.errors import UserError
+from fmm_fast.core.reading import READ_ERRORS, shape_error
 from fmm_fast.core.records import read_record
 from fmm_fast.data.local import display_name
 from fmm_fast.protocols.aopc import RECORD_KIND, SUMMARIES, summary_cell
@@ -24,21 +25,33 @@ from fmm_fast.report.tables import markdown_table
 PEER_TABLE = "peer-metrics.md"
 
 
+_NUMBER = (float, None)
+_SUMMARY = {"mean": _NUMBER, "ci_low": _NUMBER, "ci_high": _NUMBER, "n": int, "undefined": int}
+PEER_RECORD = {
+    "dataset": str,
+    "split": str,
+    "n_examples": int,
+    "model": {"strategy": str},
+    "measures": {
+        "*": {"signed": bool, "acu": _NUMBER, "racu": _NUMBER, **{key: _SUMMARY for key, _ in SUMMARIES}}
+    },
+}
+
+
 def load_peer_records(dirs: Sequence[Path]) -> list[dict]:
-    """Every peer-metrics result.json under `dirs`, each with its "path" added."""
+    """Every peer-metrics result.json under `dirs`, each with its "path" added; UserError naming a file
+    that is damaged or of the wrong shape."""
     records = []
     for path in find_result_files(dirs):
         try:
             record = read_record(path)
-        except (OSError, ValueError) as error:  # ValueError: bad JSON or encoding
+            if record.get("kind") == RECORD_KIND and (error := shape_error(record, PEER_RECORD)):
+                raise ValueError(error)
+        except READ_ERRORS as error:
             raise UserError(
                 f"malformed result file {path}: {error}; rerun the command that wrote it"
             ) from None
-        if isinstance(record, dict) and record.get("kind") == RECORD_KIND:
-            if not isinstance(record.get("measures"), dict) or "dataset" not in record:
-                raise UserError(
-                    f"malformed peer-metrics result {path}; rerun `fmm-fast aopc`"
-                )
+        if record.get("kind") == RECORD_KIND:
             records.append({**record, "path": str(path)})
     return records
 
@@ -91,14 +104,3 @@ def render_peer_markdown(records: list[dict]) -> str:
         title = f"### {dataset} / {strategy} ({split}; {len(runs)} seed(s), {sizes} examples)"
         parts += [title, markdown_table(header, rows)]
     return "\n\n".join(parts) + "\n"
-
-
-def write_peer_report(dirs: Sequence[Path], out: Path) -> str | None:
-    """Write OUT/peer-metrics.md when `dirs` hold peer-metrics results; returns its text (None: none)."""
-    records = load_peer_records(dirs)
-    if not records:
-        return None
-    text = render_peer_markdown(records)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / PEER_TABLE).write_text(text, encoding="utf-8")
-    return text

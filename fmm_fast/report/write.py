@@ -1,20 +1,23 @@
-"""Writing the report: tables, figures and report.json into one output directory."""
+"""Writing the report: tables, figures, report.json and the peer-metrics table into one output directory,
+only once every input has been read."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
 from fmm_fast import __version__
-from fmm_fast.core.errors import UserError
-from fmm_fast.core.records import write_record
-from fmm_fast.report.aggregate import CurveScores, Estimate, MeasureReport, Report, aggregate
+from fmm_fast.core.outputs import claim_directory
+from fmm_fast.core.records import ensure_writable, write_record
+from fmm_fast.report.aggregate import CurveScores, Estimate, GroupReport, MeasureReport, Report, aggregate
 from fmm_fast.report.load import read_results
+from fmm_fast.report.masf import MASF_FIGURE, MASF_TABLE, load_masf_curves, write_masf
 from fmm_fast.report.order import BASELINE_MEASURE
+from fmm_fast.report.peer import PEER_TABLE, has_recursive_results, load_peer_records, render_peer_markdown
 from fmm_fast.report.plots import plot_curves, plot_roar_measure
 from fmm_fast.report.roar import RoarGroup, RoarReport, aggregate_roar
 from fmm_fast.report.roar_tables import render_cost_markdown, render_roar_markdown
@@ -155,74 +158,116 @@ def roar_to_dict(roar: RoarReport) -> dict:
     }
 
 
-def _output_dir(out: Path) -> Path:
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out} is a file; pass a directory for the report")
-    out.mkdir(parents=True, exist_ok=True)
-    return out
-
-
 def _file_stem(*parts: str) -> str:
     return "-".join(re.sub(r"[^A-Za-z0-9_.-]+", "_", part) for part in parts)
 
 
+TABLES = {
+    "table.md": render_table_markdown,
+    "table.tex": render_table_latex,
+    "performance.md": render_performance_markdown,
+    "timing.md": render_timing_markdown,
+}
+
+
+def figure_name(group: GroupReport) -> str:
+    return f"curves-{_file_stem(group.dataset, group.strategy)}.png"
+
+
+def roar_figures(roar: RoarReport) -> list[tuple[RoarGroup, str, str]]:
+    """(group, measure, file name) of each ROAR figure: one per measure other than rand (which every
+    figure shows)."""
+    figures = []
+    for group in roar.groups:
+        mode = "recursive" if group.recursive else "non-recursive"
+        for name in group.names:
+            if name != BASELINE_MEASURE:
+                stem = _file_stem(group.dataset, group.strategy, mode, name)
+                figures.append((group, name, f"roar-{stem}.png"))
+    return figures
+
+
 def write_tables(report: Report, out: Path) -> list[Path]:
     """Write table.md, table.tex, performance.md and timing.md into `out`; returns their paths."""
-    out = _output_dir(out)
-    written = []
-    for name, render in (
-        ("table.md", render_table_markdown),
-        ("table.tex", render_table_latex),
-        ("performance.md", render_performance_markdown),
-        ("timing.md", render_timing_markdown),
-    ):
-        path = out / name
+    written = [ensure_writable(out) / name for name in TABLES]
+    for path, render in zip(written, TABLES.values(), strict=True):
         path.write_text(render(report), encoding="utf-8")
-        written.append(path)
     return written
 
 
 def write_figures(report: Report, out: Path) -> list[Path]:
     """Write curves-<dataset>-<strategy>.png per group into `out`; returns their paths."""
-    out = _output_dir(out)
-    written = []
-    for group in report.groups:
-        path = out / f"curves-{_file_stem(group.dataset, group.strategy)}.png"
+    written = [ensure_writable(out) / figure_name(group) for group in report.groups]
+    for path, group in zip(written, report.groups, strict=True):
         plot_curves(group, path)
-        written.append(path)
     return written
 
 
 def write_roar(roar: RoarReport, out: Path) -> list[Path]:
     """Write roar.md, roar-cost.md and roar-<dataset>-<strategy>-<mode>-<measure>.png per measure other
     than rand (which every figure shows) into `out`; returns their paths."""
-    out = _output_dir(out)
-    written = [out / ROAR_TABLE, out / COST_TABLE]
+    written = [ensure_writable(out) / ROAR_TABLE, out / COST_TABLE]
     written[0].write_text(render_roar_markdown(roar), encoding="utf-8")
     written[1].write_text(render_cost_markdown(roar), encoding="utf-8")
-    for group in roar.groups:
-        mode = "recursive" if group.recursive else "non-recursive"
-        for name in group.names:
-            if name != BASELINE_MEASURE:
-                path = out / f"roar-{_file_stem(group.dataset, group.strategy, mode, name)}.png"
-                plot_roar_measure(group, name, path)
-                written.append(path)
+    for group, name, file_name in roar_figures(roar):
+        plot_roar_measure(group, name, out / file_name)
+        written.append(out / file_name)
     return written
 
 
-def write_report(dirs: Sequence[Path], out: Path) -> tuple[Report, RoarReport]:
-    """The whole `fmm-fast report`: tables, figures and report.json for every result under `dirs`; the
-    erasure part when there are evaluate results, the ROAR part when there are ROAR runs.
+@dataclass
+class Written:
+    """What `write_report` wrote: the erasure report and the ROAR report (None when `dirs` hold only
+    peer-metrics or MaSF results), the peer-metrics table and the MaSF table (None when they hold none)."""
 
+    report: Report | None
+    roar: RoarReport | None
+    peer_table: str | None
+    masf_table: str | None
+
+
+def write_report(
+    dirs: Sequence[Path], out: Path, overwrite: bool = False, also: Sequence[str] = ()
+) -> Written:
+    """The whole `fmm-fast report`: tables, figures and report.json for every result under `dirs` (the
+    erasure part when there are evaluate results, the ROAR part when there are ROAR runs), peer-metrics.md
+    for the `--protocol aopc` ones and masf.md / masf.png for the `fmm-fast masf` ones.
+
+    Every input is read and checked before anything is written (a bad input leaves `out` as it was);
+    then `out` is claimed as a report of these inputs (fmm_fast.core.outputs: a new directory, or one
+    holding a report of the same inputs, or with --overwrite an earlier report, never another command's
+    output), listing what it writes and `also` (files the caller writes there next, e.g. report.html).
     report.json is written last and atomically, so its presence means the report is complete.
     """
-    results = read_results(dirs)
-    report = aggregate(results.evaluations, results.ignored)
-    roar = aggregate_roar(results.roar, report)
-    if results.evaluations:
-        write_tables(report, out)
-        write_figures(report, out)
-    if roar.groups:
-        write_roar(roar, out)
-    write_record(out / REPORT_FILE, {**report_to_dict(report), **roar_to_dict(roar)})
-    return report, roar
+    peer_records = load_peer_records(dirs)
+    peer_table = render_peer_markdown(peer_records) if peer_records else None
+    masf_curves = load_masf_curves(dirs)
+    report = roar = None
+    erasure = False  # whether there are evaluate results (not only ROAR runs)
+    if has_recursive_results(dirs) or (not peer_records and not masf_curves):
+        results = read_results(dirs)
+        erasure = bool(results.evaluations)
+        report = aggregate(results.evaluations, results.ignored)
+        roar = aggregate_roar(results.roar, report)
+    files = [PEER_TABLE] if peer_table is not None else []
+    if masf_curves:
+        files += [MASF_TABLE, MASF_FIGURE]
+    if report is not None and erasure:
+        files += [*TABLES, *(figure_name(group) for group in report.groups)]
+    if roar is not None and roar.groups:
+        files += [ROAR_TABLE, COST_TABLE, *(name for _, _, name in roar_figures(roar))]
+    if report is not None:
+        files.append(REPORT_FILE)
+    inputs = sorted(str(Path(d).resolve()) for d in dirs)
+    claim_directory(out, "report", {"inputs": inputs}, overwrite, files=[*files, *also])
+    if peer_table is not None:
+        (out / PEER_TABLE).write_text(peer_table, encoding="utf-8")
+    masf_table = write_masf(masf_curves, out) if masf_curves else None
+    if report is not None and roar is not None:
+        if erasure:
+            write_tables(report, out)
+            write_figures(report, out)
+        if roar.groups:
+            write_roar(roar, out)
+        write_record(out / REPORT_FILE, {**report_to_dict(report), **roar_to_dict(roar)})
+    return Written(report, roar, peer_table, masf_table)

@@ -17,6 +17,7 @@ from torch import nn
 
 from fmm_fast.core.datatypes import ModelInfo
 from fmm_fast.core.errors import UserError
+from fmm_fast.core.reading import read_checked
 from fmm_fast.export.first_token import FirstTokenLastLayer
 from fmm_fast.export.onnx_format import configure_tokenizer
 from fmm_fast.training.base_models import MINILM, TINY_ROBERTA, resolve_pretrained
@@ -211,11 +212,19 @@ def load_checkpoint(directory: str | Path) -> tuple[SequenceClassifier, Tokenize
             f"'{directory}' is not an fmm-fast checkpoint (no {INFO_FILE}); train one with `fmm-fast train` "
             "or export one to ONNX"
         )
-    record = json.loads((directory / INFO_FILE).read_text())
-    info = ModelInfo(**record["info"])
-    hf_model = AutoModelForSequenceClassification.from_pretrained(directory)
+    record = read_checked(
+        directory / INFO_FILE, {"info": dict}, "re-train the checkpoint with `fmm-fast train`"
+    )
+    try:
+        info = ModelInfo.from_dict(record["info"])
+        hf_model = AutoModelForSequenceClassification.from_pretrained(directory)
+        tokenizer = Tokenizer.from_file(str(directory / TOKENIZER_FILE))
+    except Exception as error:  # damaged weights or tokenizer: transformers, safetensors and tokenizers
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise UserError(
+            f"checkpoint '{directory}' cannot be loaded ({reason}); re-train it with `fmm-fast train`"
+        ) from error
     hf_model.eval()
-    tokenizer = Tokenizer.from_file(str(directory / TOKENIZER_FILE))
     model = SequenceClassifier(hf_model, sep_id=record.get("sep_id"))
     model.eval()
     if not info.source:

@@ -298,7 +298,7 @@ def start_run(
     model, tokenizer, info = build_model(
         settings.model, dataset, settings.layers, settings.width, settings.seed
     )
-    claim_directory(out_dir, "train", fields, overwrite)
+    claim_directory(out_dir, "train", fields, overwrite, files=(RUN_FILE, MODEL_DIR))
     for stale in (out_dir / RUN_FILE, out_dir / MODEL_DIR):  # a rerun of this same run starts afresh
         shutil.rmtree(stale) if stale.is_dir() else stale.unlink(missing_ok=True)
     # The checkpoint is its own source (load_checkpoint fills its path in); the base model goes in run.json.

@@ -69,11 +69,15 @@ main.browser:not(:has(.example:target)) .example:first-of-type{display:block}
 """
 
 
+# In the head of every page: what tells fmm-fast that a page at an --out path is its own to replace.
+GENERATOR = '<meta name="generator" content="fmm-fast">'
+
+
 def document(title: str, body: str, script: str = "") -> str:
     """A complete HTML page: `body` (HTML) under the shared stylesheet, `script` (JavaScript) at the end."""
     tail = f"<script>{script}</script>" if script else ""
     return (
-        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8">{GENERATOR}'
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
         f"<title>{html.escape(title)}</title><style>{STYLE}</style></head>"
         f"<body>{body}{tail}</body></html>\n"

@@ -1,0 +1,185 @@
+"""One ownership rule for every output: only what a marker says fmm-fast wrote is ever replaced or removed
+(--overwrite included), containers carry the fields their seeds share, `report` claims its --out like the
+other commands, and the output lock is taken before any model or data loads.
+
+Every case hashes the files it sets up before and after the command (tests/test_bad_inputs.py's check).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_bad_inputs import _assert_one_line_and_nothing_changed, _snapshot
+
+from fmm_fast.cli import main
+from fmm_fast.core.outputs import LOCK_NAME, RUN_MARKER
+from fmm_fast.core.records import read_record, write_record
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def done(tiny_babi, tmp_path_factory):
+    """(root, {name: path or flags}): a finished recursive evaluation and a finished aopc one."""
+    checkpoint, onnx_path, data = tiny_babi
+    root = tmp_path_factory.mktemp("ownership")
+    babi = f"--dataset babi-1 --size {data['size']} --test-size {data['test_size']}"
+    paths = {"ckpt": str(checkpoint), "onnx": str(onnx_path), "babi": babi}
+    for name, extra in (("eval", " --measure loo-abs"), ("aopc", " --measure rand --protocol aopc")):
+        out = root / f"{name}-done"
+        argv = f"evaluate --model {onnx_path} {babi} --limit 3 --quiet --out {out}{extra}"
+        assert main(argv.split()) == 0
+        paths[name] = str(out)
+    return root, paths
+
+
+# Every command that writes an output: (command, its line with {out}, a file it writes there, whether it
+# has --overwrite). Directory commands write into {out}; export and explain write the file {out}.
+COMMANDS = [
+    ("train", "train {babi} --max-steps 1 --quiet --out {out}", "run.json", True),
+    ("export", "export --model {ckpt} --out {out}", None, True),
+    ("explain", "explain --model {onnx} -m rand {babi} --limit 2 --quiet --out {out}", None, True),
+    ("evaluate", "evaluate --model {onnx} {babi} --limit 2 --measure rand --quiet --out {out}", "curves.png",
+     True),
+    ("masf", "masf --model {onnx} {babi} --quiet --out {out}", "masf.json", True),
+    ("report", "report {eval} --out {out}", "table.md", True),
+    ("demo", "demo --out {out} --eval-limit 1 --beam-limit 1", "demo.json", False),
+]  # fmt: skip
+SUFFIXES = {"export": ".onnx", "explain": ".jsonl"}
+
+
+def test_every_output_writing_command_is_in_the_table():
+    from fmm_fast.cli import COMMAND_MODULES
+
+    assert {name for name, *_ in COMMANDS} == set(COMMAND_MODULES)
+
+
+@pytest.mark.parametrize(("command", "line", "alike", "has_overwrite"), COMMANDS, ids=[c[0] for c in COMMANDS])  # noqa: E501
+@pytest.mark.parametrize("overwrite", [False, True], ids=["plain", "overwrite"])
+def test_no_command_touches_what_fmm_fast_did_not_write(
+    done, tmp_path, capfd, command, line, alike, has_overwrite, overwrite
+):
+    """A user's files where --out points: refused with one line, each file unchanged, --overwrite too."""
+    if overwrite and not has_overwrite:
+        pytest.skip(f"{command} has no --overwrite")
+    _, paths = done
+    if command in SUFFIXES:  # a file output: the user's own file at that path
+        out = tmp_path / f"mine{SUFFIXES[command]}"
+        out.write_text('{"a user\'s": "file"}\n')
+    else:  # a directory output: the user's notes, and a file named like the command's own
+        out = tmp_path / "mine"
+        out.mkdir()
+        (out / "notes.txt").write_text("years of work")
+        (out / alike).write_text("the user's, named like fmm-fast's")
+    argv = line.format(**paths, out=out).split() + (["--overwrite"] if overwrite else [])
+    expected = "not this run"
+    if command in SUFFIXES:
+        expected = "fmm-fast wrote; --overwrite replaces only those" if overwrite else "already exists"
+    _assert_one_line_and_nothing_changed(argv, [tmp_path], capfd, expected)
+    assert not (out / RUN_MARKER).exists()
+
+
+def test_evaluate_overwrite_removes_only_its_own_files(done, tmp_path, capfd):
+    _, paths = done
+    out = tmp_path / "e"
+    shutil.copytree(paths["eval"], out)
+    (out / "seed-bank.csv").write_text("the user's, named like a seed")
+    (out / "seed-0" / "notes.txt").write_text("the user's, inside a seed")
+    argv = f"evaluate --model {paths['onnx']} {paths['babi']} --limit 2 --measure rand --quiet --out {out}"
+    argv += " --overwrite"
+    _assert_one_line_and_nothing_changed(argv.split(), [tmp_path], capfd, "seed-0/notes.txt); move them")
+    (out / "seed-0" / "notes.txt").unlink()
+    assert main(argv.split()) == 0, capfd.readouterr().err
+    assert (out / "seed-bank.csv").read_text() == "the user's, named like a seed"
+    assert read_record(out / "seed-0" / "result.json")["n_examples"] == 2
+    assert read_record(out / RUN_MARKER)["fields"]["data"]["limit"] == 2
+
+
+def test_a_container_refuses_a_seed_of_another_run(done, tmp_path, capfd):
+    """A second run with another limit, model or measure options never joins a finished OUT as a seed."""
+    _, paths = done
+    out = tmp_path / "e"
+    shutil.copytree(paths["eval"], out)
+    base = f"evaluate {paths['babi']} --measure rand --quiet --seed 1 --out {out}"
+    for changed, expected in (
+        (f"--model {paths['onnx']} --limit 4", "differs in data.limit (3 → 4)"),
+        (f"--model {paths['ckpt']} --limit 3", "differs in model ("),
+        (f"--model {paths['onnx']} --limit 3 --measure-option ig_steps=5", "measure_options.ig_steps"),
+    ):
+        _assert_one_line_and_nothing_changed(f"{base} {changed}".split(), [tmp_path], capfd, expected)
+    assert not (out / "seed-1").exists()
+
+
+def test_report_claims_its_out_and_writes_nothing_before_its_inputs_are_checked(done, tmp_path, capfd):
+    _, paths = done
+    broken = tmp_path / "broken"  # an evaluation result without its ratios: read after the peer results
+    shutil.copytree(paths["eval"], broken)
+    record = read_record(broken / "seed-0" / "result.json")
+    del record["ratios"]
+    write_record(broken / "seed-0" / "result.json", record)
+    out = tmp_path / "report"
+    argv = ["report", paths["aopc"], str(broken), "--out", str(out)]
+    _assert_one_line_and_nothing_changed(argv, [tmp_path], capfd, "missing field ratios")
+    assert not out.exists()  # no partial peer-metrics.md
+    assert main(["report", paths["aopc"], paths["eval"], "--out", str(out)]) == 0
+    assert {"peer-metrics.md", "table.md", "report.json"} <= {p.name for p in out.iterdir()}
+    assert main(["report", paths["aopc"], paths["eval"], "--out", str(out)]) == 0  # the same report
+    (out / "notes.txt").write_text("the user's")
+    capfd.readouterr()
+    _assert_one_line_and_nothing_changed(
+        ["report", paths["eval"], "--out", str(out)], [tmp_path], capfd, "differs in inputs"
+    )
+    assert main(["report", paths["eval"], "--out", str(out), "--overwrite"]) == 0
+    assert not (out / "peer-metrics.md").exists() and (out / "notes.txt").read_text() == "the user's"
+    capfd.readouterr()
+    for into in (paths["eval"], str(Path(paths["eval"]) / "seed-0")):  # an evaluation's --out, a seed
+        argv = ["report", paths["eval"], "--out", into, "--overwrite"]
+        _assert_one_line_and_nothing_changed(argv, [Path(paths["eval"])], capfd, "of `fmm-fast evaluate`")
+
+
+@pytest.mark.parametrize("command", ["evaluate", "explain", "masf", "report"])
+def test_a_second_process_on_a_locked_out_exits_before_loading_anything(done, tmp_path, command):
+    """A real second process: the lock is the first thing it takes, before the (here damaged) model and
+    the data would load, so it exits 2 naming the lock."""
+    _, paths = done
+    damaged = tmp_path / "damaged.onnx"
+    damaged.write_bytes(Path(paths["onnx"]).read_bytes()[:4000])
+    out = tmp_path / ("out.jsonl" if command == "explain" else "out")
+    lines = {
+        "evaluate": f"evaluate --model {damaged} --dataset missing.csv --out {out}",
+        "explain": f"explain --model {damaged} -m rand --dataset missing.csv --out {out}",
+        "masf": f"masf --model {damaged} --dataset missing.csv --out {out}",
+        "report": f"report {paths['eval']} --out {out}",
+    }
+    lock = out.with_name(f".{out.name}.lock") if command == "explain" else out / LOCK_NAME
+    lock.parent.mkdir(exist_ok=True)
+    env = os.environ | {"PYTHONPATH": str(ROOT)}
+    with lock.open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        started = time.perf_counter()
+        argv = [sys.executable, "-m", "fmm_fast", *lines[command].split()]
+        ended = subprocess.run(argv, env=env, capture_output=True, text=True)
+        seconds = time.perf_counter() - started
+    assert ended.returncode == 2 and "another fmm-fast process is writing" in ended.stderr, ended.stderr
+    assert len(ended.stderr.splitlines()) == 1
+    print(f"{command}: the second process exited after {seconds:.2f} s (interpreter start included)")
+    if command != "explain":
+        assert sorted(p.name for p in out.iterdir()) == [LOCK_NAME]  # it wrote nothing
+
+
+def test_a_failed_run_into_a_new_directory_leaves_nothing(done, tmp_path, capfd):
+    _, paths = done
+    out = tmp_path / "new"
+    argv = f"evaluate --model {paths['onnx']} --dataset babi-1 --test-size 2 --limit 9 --out {out} --size 1"
+    _assert_one_line_and_nothing_changed(argv.split(), [tmp_path], capfd, "--size")
+    argv = f"evaluate --model {tmp_path / 'missing.onnx'} {paths['babi']} --out {out}"
+    _assert_one_line_and_nothing_changed(argv.split(), [tmp_path], capfd, "does not exist")
+    assert not out.exists()
+    assert _snapshot(tmp_path) == {}

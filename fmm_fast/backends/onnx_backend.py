@@ -117,11 +117,16 @@ class OnnxBackend:
             source = _session_source(path, key, chain, logits_only)
             try:
                 session = ort.InferenceSession(source, options, providers=chain)
-            except RuntimeError as error:  # ORT's Fail / InvalidGraph / ... all derive from RuntimeError
-                raise UserError(
-                    f"ONNX Runtime cannot load '{path}': {str(error).splitlines()[0]}; re-export it with "
-                    "`fmm-fast export`"
-                ) from error
+            except _ort_errors() as error:
+                if source == str(path) or not isinstance(source, str):
+                    raise _unloadable(path, error) from error
+                # the cached graph is damaged (the model itself was checked): write it again
+                print(f"fmm-fast: warning: {source} is damaged; writing it again", file=sys.stderr)
+                source = _session_source(path, key, chain, logits_only, rebuild=True)
+                try:
+                    session = ort.InferenceSession(source, options, providers=chain)
+                except _ort_errors() as again:
+                    raise _unloadable(path, again) from again
             if PROVIDERS[key] not in session.get_providers():  # listed as available, yet failed to start
                 _provider_missing(f"{PROVIDERS[key]} did not start (see ONNX Runtime's log)", strict_provider)
             return session
@@ -202,7 +207,13 @@ def _read_metadata(path: Path) -> tuple[ModelInfo, Tokenizer, dict, set[str]]:
             "`fmm-fast export`"
         ) from error
     _check_tokenizer(path, model, info, tokenizer)
-    return info, tokenizer, loads_record(metadata.get(METADATA_VERIFICATION, "{}")), outputs
+    try:
+        verification = loads_record(metadata.get(METADATA_VERIFICATION, "{}"))
+    except ValueError as error:
+        raise UserError(
+            f"'{path}' has an unreadable verification report ({error}); re-export it with `fmm-fast export`"
+        ) from None
+    return info, tokenizer, verification, outputs
 
 
 def _check_tokenizer(path: Path, model, info: ModelInfo, tokenizer: Tokenizer) -> None:
@@ -235,6 +246,22 @@ def _embedding_rows(model) -> int | None:
     return None
 
 
+def _ort_errors() -> tuple[type[Exception], ...]:
+    """What ONNX Runtime raises for a file it cannot load: its own classes (Fail, InvalidProtobuf,
+    InvalidGraph, ..., which derive from Exception only) and RuntimeError."""
+    from onnxruntime.capi import onnxruntime_pybind11_state as state
+
+    names = ("Fail", "InvalidArgument", "NoSuchFile", "NoModel", "InvalidProtobuf", "InvalidGraph", "EPFail")
+    return (RuntimeError, *(getattr(state, name) for name in names if hasattr(state, name)))
+
+
+def _unloadable(path: Path, error: Exception) -> UserError:
+    return UserError(
+        f"ONNX Runtime cannot load '{path}': {str(error).splitlines()[0]}; re-export it with "
+        "`fmm-fast export`"
+    )
+
+
 def _resolve_provider(provider: str, available: list[str], strict: bool) -> str:
     """auto|cpu|cuda|tensorrt -> the provider key to run, falling back to cpu when allowed."""
     if provider == "auto":
@@ -255,20 +282,22 @@ def _provider_missing(reason: str, strict: bool) -> None:
     print(f"fmm-fast: warning: {reason}; running on CPUExecutionProvider", file=sys.stderr)
 
 
-def _session_source(path: Path, key: str, chain: list[str], logits_only: bool) -> str | bytes:
+def _session_source(
+    path: Path, key: str, chain: list[str], logits_only: bool, rebuild: bool = False
+) -> str | bytes:
     """What a session loads: the cached optimised graph for provider `key` (the logits-only cut or the
     whole graph) of this model's content, written first if missing.
 
     Written at ORT_ENABLE_EXTENDED: ORT_ENABLE_ALL adds hardware-specific layouts that must not be saved;
     the session applies them when it loads the cache. Without a cache (TensorRT, a read-only folder) it
-    is the model itself, or its logits-only cut as bytes.
+    is the model itself, or its logits-only cut as bytes. rebuild: write the cache again (a damaged one).
     """
     import onnxruntime as ort
 
     kind = ".logits" if logits_only else ""
     digest = content_sha256(path)[:CACHE_DIGEST_CHARS]
     cache = path.with_name(f"{path.stem}{kind}.opt-{key}-ort{ort.__version__}-{digest}.onnx")
-    if cache.is_file():
+    if cache.is_file() and not rebuild:
         return str(cache)
     source = _logits_only_graph(path) if logits_only else str(path)
     if key not in CACHED_PROVIDERS:
@@ -281,7 +310,7 @@ def _session_source(path: Path, key: str, chain: list[str], logits_only: bool) -
     try:
         ort.InferenceSession(source, options, providers=chain)
         os.replace(staged, cache)
-    except (OSError, RuntimeError):  # read-only folder, or ORT could not write it: run the model itself
+    except (OSError, *_ort_errors()):  # read-only folder, or ORT could not write it: run the model itself
         staged.unlink(missing_ok=True)
         return source
     return str(cache)

@@ -34,7 +34,7 @@ from fmm_fast.core.records import ensure_writable, write_record
 RUN_MARKER = ".fmm-fast-run.json"
 LOCK_NAME = ".fmm-fast.lock"
 MARKER_SHAPE = {"kind": str, "fields": dict}  # "files" ([str]) is absent from markers of older versions
-_OWN = (RUN_MARKER, LOCK_NAME)
+_OWN = (RUN_MARKER, LOCK_NAME, f".{RUN_MARKER}.tmp")  # the marker, the lock, a marker half-written
 
 
 @contextmanager
@@ -170,7 +170,7 @@ def _check_removable(directory: Path, marker: dict[str, Any]) -> None:
     for name in marker.get("files", []):
         inner = read_marker(directory / name) if (directory / name).is_dir() else None
         if inner is not None:
-            own = set(inner.get("files", []))
+            own = _with_staging(inner.get("files", []))
             foreign += [f"{name}/{entry}" for entry in _occupants(directory / name) if entry not in own]
     if foreign:
         raise UserError(
@@ -207,7 +207,7 @@ def remove_owned(directory: Path, files: Sequence[str] = ()) -> None:
     directory with a marker of its own loses only what that marker lists, and goes when it is then empty;
     one without is fmm-fast's whole (state/, model/). Nothing unlisted is touched."""
     marker = read_marker(directory) or {}
-    for name in marker.get("files", files):
+    for name in _with_staging(marker.get("files", files)):
         entry = directory / name
         if entry.is_dir() and not entry.is_symlink():
             if (entry / RUN_MARKER).is_file():
@@ -219,6 +219,11 @@ def remove_owned(directory: Path, files: Sequence[str] = ()) -> None:
         elif entry.exists() or entry.is_symlink():
             entry.unlink()
     (directory / RUN_MARKER).unlink(missing_ok=True)
+
+
+def _with_staging(names: Sequence[str]) -> set[str]:
+    """The names and their staging files (`.NAME.tmp`, what write_record leaves when killed mid-write)."""
+    return {*names, *(f".{name}.tmp" for name in [*names, RUN_MARKER])}
 
 
 def _as_recorded(fields: dict[str, Any]) -> dict[str, Any]:

@@ -22,7 +22,8 @@ from fmm_fast.api import explain_encoded
 from fmm_fast.backends.loading import LoadedModel, load_model
 from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.core.errors import UserError
-from fmm_fast.core.records import read_record, versions, write_record
+from fmm_fast.core.reading import read_checked
+from fmm_fast.core.records import versions, write_record
 from fmm_fast.data.options import DataOptions, open_split
 from fmm_fast.measures import get_measure
 from fmm_fast.measures.ranking import top_k_positions
@@ -144,7 +145,11 @@ def run_supporting_overlap(
 def _load_record(out: Path, settings: dict) -> dict:
     """The record of an earlier run with the same settings, or a fresh one."""
     if out.is_file():
-        record = read_record(out)
+        record = read_checked(
+            out,
+            {"settings": dict, "measures": {"*": {"n_examples": int}}},
+            "remove it (it is recomputed) or choose another path",
+        )
         if record.get("settings") != settings:
             raise UserError(
                 f"{out} holds an overlap run with other settings; remove it or choose another path"

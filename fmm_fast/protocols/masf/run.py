@@ -3,6 +3,7 @@ test sets."""
 
 from __future__ import annotations
 
+import zipfile
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -50,7 +51,13 @@ def masked_test_sets(
         path = masked_dir / f"ratio-{r:.1f}.npz"
         if not path.is_file():
             raise UserError(f"no saved masked test set {path}; run `fmm-fast evaluate --save-masked` first")
-        sets[float(r)], _ = load_ragged(path)
+        try:
+            sets[float(r)], _ = load_ragged(path)
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as error:  # what np.load raises
+            raise UserError(
+                f"{path} is damaged ({error or type(error).__name__}); rerun `fmm-fast evaluate "
+                "--save-masked` for it"
+            ) from None
         if len(sets[float(r)]) != len(test_ids):
             raise UserError(
                 f"{path} has {len(sets[float(r)])} examples but the test split has {len(test_ids)}; "

@@ -96,7 +96,7 @@ def test_chains_on_two_workers_equal_one_process_and_resume_after_a_failed_chain
     assert "1 of 2 chains failed: babi-1 seed 1: `fmm-fast evaluate" in failed.stderr
     assert "babi-1 seed 0: done, 9 of 9 steps ran" in failed.stderr
     assert (root / "supporting" / "babi-1-seed-0.json").is_file()  # the other chain finished
-    assert "holds files of another run" in (root / "logs" / "babi-1-seed-1.log").read_text()
+    assert "holds files that are not this run's" in (root / "logs" / "babi-1-seed-1.log").read_text()
     assert not (root / "README-tables.md").exists()
     before = steps_json(root)
     trained = "train babi-1 masked seed 1"

@@ -52,6 +52,7 @@ COMMANDS = [
     ("masf", "masf --model {onnx} {babi} --quiet --out {out}", "masf.json", True),
     ("report", "report {eval} --out {out}", "table.md", True),
     ("demo", "demo --out {out} --eval-limit 1 --beam-limit 1", "demo.json", False),
+    ("roar", "roar {babi} --steps 1 --epochs 1 --quiet --out {out}", "result.json", True),
 ]  # fmt: skip
 SUFFIXES = {"export": ".onnx", "explain": ".jsonl"}
 

@@ -95,29 +95,29 @@ def roar(
     Finished steps are kept: rerun the same command to resume. With --workers/--ray-address the chains of
     (seed, measure) run as Ray tasks (OUT on storage every worker sees). See docs/method.md.
     """
-    TRAIN.require("Recursive ROAR (it fine-tunes a model at every step)")
-    settings = RoarSettings(
-        replace(data, split="test", limit=limit),
-        model=model,
-        measures=tuple(measure),
-        seeds=tuple(seed),
-        strategy=strategy,
-        recursive=recursive,
-        steps=steps,
-        erasure=erasure,
-        **training,
-        measure_options=parse_measure_options(measure_option),
-        engine=engine,
-        backend=backend,
-    )  # every option is checked before any work
-    from fmm_fast.distributed.roar_chains import ChainsFailed, check_roar_scale_out, ray_chain_runner
-    from fmm_fast.protocols.roar.run import RoarRun  # loads PyTorch, Numba, SciPy: on use
+    with output_lock(out):  # before PyTorch, Numba and the data load: a second process exits at once
+        TRAIN.require("Recursive ROAR (it fine-tunes a model at every step)")
+        settings = RoarSettings(
+            replace(data, split="test", limit=limit),
+            model=model,
+            measures=tuple(measure),
+            seeds=tuple(seed),
+            strategy=strategy,
+            recursive=recursive,
+            steps=steps,
+            erasure=erasure,
+            **training,
+            measure_options=parse_measure_options(measure_option),
+            engine=engine,
+            backend=backend,
+        )  # every option is checked before any work
+        from fmm_fast.distributed.roar_chains import ChainsFailed, check_roar_scale_out, ray_chain_runner
+        from fmm_fast.protocols.roar.run import RoarRun  # loads PyTorch, Numba, SciPy: on use
 
-    runner = None
-    if scale is not None:
-        check_roar_scale_out(scale)
-        runner = ray_chain_runner(scale)
-    with output_lock(out):
+        runner = None
+        if scale is not None:
+            check_roar_scale_out(scale)
+            runner = ray_chain_runner(scale)
         try:
             result = RoarRun(settings, out, progress=not quiet).run(overwrite, runner)
         except ChainsFailed as error:

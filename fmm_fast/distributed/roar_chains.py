@@ -19,11 +19,11 @@ from fmm_fast.core.progress import progress_bar
 from fmm_fast.core.settings import RoarSettings
 from fmm_fast.distributed.pool import last_line
 from fmm_fast.distributed.runtime import ScaleOptions, check_runtime, ray_runtime, task_output
+from fmm_fast.protocols.roar.steps import LOGS
 
 # A worker process that dies (killed, out of memory) has its chain rerun this often; the rerun resumes
 # after the chain's finished steps.
 CHAIN_RETRIES = 2
-LOGS = "logs"
 
 
 class ChainsFailed(RuntimeError):

@@ -12,7 +12,8 @@ from fmm_fast.backends.engine import MaskBatchEngine
 from fmm_fast.backends.loading import load_model
 from fmm_fast.core.outputs import claim_directory
 from fmm_fast.core.progress import progress_bar
-from fmm_fast.core.records import Stopwatch, read_record, write_record
+from fmm_fast.core.reading import read_checked
+from fmm_fast.core.records import Stopwatch, write_record
 from fmm_fast.core.settings import EvaluationSettings, RoarSettings
 from fmm_fast.data.base import SPLIT_NAMES, TextDataset
 from fmm_fast.data.tokenization import encode_split
@@ -22,6 +23,7 @@ from fmm_fast.protocols.roar.explaining import Passes
 from fmm_fast.protocols.roar.masking import all_masked, dataset_digest, unmasked
 from fmm_fast.protocols.roar.result import ERASURE_DIR, roar_result
 from fmm_fast.protocols.roar.steps import (
+    LOGS,
     MODEL_DIR,
     model_for,
     read_step,
@@ -132,7 +134,8 @@ class RoarRun:
 
     def run(self, overwrite: bool = False, chain_runner: ChainRunner | None = None) -> dict:
         settings, out = self.settings, self.out
-        claim_directory(out, "roar", settings.fingerprint_fields(), overwrite)
+        owned = [RESULT, LOGS, *(seed_dir(out, seed).name for seed in settings.seeds)]
+        claim_directory(out, "roar", settings.fingerprint_fields(), overwrite, files=owned)
         dataset = load_data(settings)
         chains = [(seed, name) for seed in settings.seeds for name in self.names]
         total = len(settings.seeds) * 2 + len(chains) * settings.steps
@@ -178,8 +181,11 @@ class RoarRun:
 
     def write_result(self) -> dict:
         seed = self.settings.seeds[0]
-        run = read_record(seed_dir(self.out, seed) / step_name(0.0) / RUN_FILE)
+        step0 = seed_dir(self.out, seed) / step_name(0.0)
+        shape = {"dataset": {"metric": str, "truncation": {"test": dict}}, "majority_metrics": {"*": float}}
+        run = read_checked(step0 / RUN_FILE, shape, f"remove {step0} and rerun: its model is trained again")
         metric = run["dataset"]["metric"]
         result = roar_result(self.settings, self.out, self.names, metric, run["majority_metrics"][metric])
+        result["truncation"] = run["dataset"]["truncation"]["test"]  # what the cut to the model's length cut
         write_record(self.out / RESULT, result)
         return result

@@ -14,15 +14,16 @@ from typing import Any
 
 from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.core.digest import content_sha256
+from fmm_fast.core.reading import read_state
 from fmm_fast.core.records import write_record
 from fmm_fast.core.settings import RoarSettings
 from fmm_fast.data.base import TextDataset
-from fmm_fast.protocols.erasure import load_state
 from fmm_fast.protocols.roar.explaining import Passes
 from fmm_fast.protocols.roar.masking import MaskedDataset, as_encoded, token_counts
 from fmm_fast.training.checkpoint_layout import TOKENIZER_FILE
 
 RECORD = "record.json"
+LOGS = "logs"  # OUT/logs/: each Ray chain's output (distributed.roar_chains)
 DATASET = "dataset.npz"
 TRAIN_DIR = "train"
 MODEL_DIR = "model"  # train()'s checkpoint folder
@@ -41,9 +42,23 @@ def relative(out: Path, path: Path) -> str:
     return path.relative_to(out).as_posix()
 
 
+STEP_RECORD = {
+    "seed": int,
+    "measure": (str, None),
+    "ratio": float,
+    "model": {"path": str},
+    "dataset_digest": str,
+    "test_metric": float,
+    "seconds": {"*": float},
+    "passes": {"forward": int, "backward": int},
+    "trained": bool,
+}
+
+
 def read_step(directory: Path) -> dict | None:
-    """A finished step's record, None when the step has not finished (or its record is damaged)."""
-    return load_state(directory / RECORD, "test_metric")
+    """A finished step's record, None when the step has not finished (or, with a warning, when its record
+    is damaged: the step runs again)."""
+    return read_state(directory / RECORD, STEP_RECORD)
 
 
 def find_trained(out: Path, seed: int, digest: str) -> tuple[dict, Path] | None:

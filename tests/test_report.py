@@ -443,8 +443,8 @@ def test_html_report_is_one_self_contained_file(results: Path, tmp_path: Path, c
     explained = tmp_path / "explained.jsonl"
     save_explanations(explained, [explanation([0.1, 0.2, 0.05, -0.3, 0.0, 0.4], index=i) for i in range(5)])
     out = tmp_path / "report"
-    out.mkdir()
-    (out / "stale.png").write_bytes(b"an earlier run's figure")
+    assert main(["report", str(results), "--out", str(out)]) == 0  # an earlier report of these results
+    (out / "stale.png").write_bytes(b"an earlier run's figure")  # beside it: not this run's
     os.utime(out / "stale.png", ns=(0, 0))
     argv = ["report", str(results), "--out", str(out), "--html", "--explanations", str(explained)]
     assert main(argv) == 0

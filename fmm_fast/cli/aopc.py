@@ -31,8 +31,8 @@ from fmm_fast.cli.seed_runs import (
     seed_directory,
     shared_fields,
 )
-from fmm_fast.core.errors import UserError
 from fmm_fast.core.digest import content_id
+from fmm_fast.core.errors import UserError
 from fmm_fast.core.outputs import output_lock
 from fmm_fast.core.progress import progress_bar
 from fmm_fast.core.settings import AopcSettings, BackendOptions, EngineOptions

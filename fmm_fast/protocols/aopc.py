@@ -26,6 +26,7 @@ from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.metrics import compute_metrics, majority_metric
 from fmm_fast.core.outputs import claim_directory
+from fmm_fast.core.reading import read_state
 from fmm_fast.core.records import versions, write_record
 from fmm_fast.core.settings import AopcSettings
 from fmm_fast.data.base import TextDataset
@@ -39,13 +40,29 @@ from fmm_fast.protocols.curve_stats import (
     bootstrap_ci,
     format_ci,
 )
-from fmm_fast.protocols.erasure import explain_split, load_state, step_seed
+from fmm_fast.protocols.erasure import explain_split, step_seed
 
 RUN_KIND = "aopc"
 RECORD_KIND = "peer-metrics"
 PEER_FILE = "peer.jsonl"
 RESULT_FILE = "result.json"
-RUN_FILES = ("state", PEER_FILE, RESULT_FILE)  # what a seed directory holds (its marker lists them)
+RUN_FILES = ("state", PEER_FILE, RESULT_FILE)
+# a finished measure's saved state (PeerScores.to_state per example)
+MEASURE_STATE = {
+    "examples": [
+        {
+            "n": int,
+            "label": int,
+            "probability": float,
+            "top_counts": [int],
+            "comprehensiveness": [float],
+            "sufficiency": [float],
+            "tau_loo": float,
+            "curve_predictions": [int],
+        }
+    ],
+    "about": dict,
+}
 # (key in the record, column title); ↑ higher is more faithful, ↓ lower is.
 SUMMARIES = (
     ("aopc_comprehensiveness", "AOPC comp ↑"),
@@ -102,7 +119,7 @@ def run_peer_evaluation(
     per_measure: dict[str, tuple[list[PeerScores], dict]] = {}
     for name in [*names, *(e.name for e in external)]:
         state_path = run_dir / "state" / f"{name}.json"
-        saved = load_state(state_path, "examples")
+        saved = read_state(state_path, MEASURE_STATE, lambda state: len(state["examples"]) == len(split))
         if saved is not None:
             per_measure[name] = ([PeerScores.from_state(e) for e in saved["examples"]], saved["about"])
             continue

@@ -33,9 +33,9 @@ def done(tiny_babi, tmp_path_factory):
     root = tmp_path_factory.mktemp("ownership")
     babi = f"--dataset babi-1 --size {data['size']} --test-size {data['test_size']}"
     paths = {"ckpt": str(checkpoint), "onnx": str(onnx_path), "babi": babi}
-    for name, extra in (("eval", " --measure loo-abs"), ("aopc", " --measure rand --protocol aopc")):
+    for name, command in (("eval", "evaluate --measure loo-abs"), ("aopc", "aopc --measure rand")):
         out = root / f"{name}-done"
-        argv = f"evaluate --model {onnx_path} {babi} --limit 3 --quiet --out {out}{extra}"
+        argv = f"{command} --model {onnx_path} {babi} --limit 3 --quiet --out {out}"
         assert main(argv.split()) == 0
         paths[name] = str(out)
     return root, paths
@@ -49,6 +49,7 @@ COMMANDS = [
     ("explain", "explain --model {onnx} -m rand {babi} --limit 2 --quiet --out {out}", None, True),
     ("evaluate", "evaluate --model {onnx} {babi} --limit 2 --measure rand --quiet --out {out}", "curves.png",
      True),
+    ("aopc", "aopc --model {onnx} {babi} --limit 2 --measure rand --quiet --out {out}", "seed-0", True),
     ("masf", "masf --model {onnx} {babi} --quiet --out {out}", "masf.json", True),
     ("report", "report {eval} --out {out}", "table.md", True),
     ("demo", "demo --out {out} --eval-limit 1 --beam-limit 1", "demo.json", False),

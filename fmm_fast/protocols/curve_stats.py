@@ -72,20 +72,22 @@ def acu_racu(
     return _acu_racu_kernel(measure_curves, baseline_curves, ratios)
 
 
-def acu_racu_against_baseline(curves: Mapping[str, Sequence[float]]) -> dict[str, tuple[float, float]]:
+def acu_racu_against_baseline(
+    curves: Mapping[str, Sequence[float]], ratios: Sequence[float] = RATIOS
+) -> dict[str, tuple[float, float]]:
     """(ACU, RACU) of every named curve against the curve named BASELINE (which gets ACU 0).
 
-    curves: name -> (len(RATIOS),) the primary metric at each ratio of RATIOS; one of them is BASELINE's.
+    curves: name -> (len(ratios),) the primary metric at each ratio; one of them is BASELINE's.
     RACU is nan where the baseline is flat (see acu_racu); a record keeps it through its non-finite rule.
-    Every protocol that draws erasure curves (recursive erasure, the aopc protocol's ranking-once curve)
-    scores them here.
+    Every protocol that draws erasure curves (recursive erasure, the aopc protocol's ranking-once curve,
+    Recursive ROAR's retrained curve) scores them here.
     """
     names = list(curves)
     if BASELINE not in curves:
         raise ValueError(f"the curves need the {BASELINE} baseline; got {names}")
     measure_curves = np.asarray([curves[name] for name in names], dtype=np.float64)
     baseline = np.repeat(measure_curves[names.index(BASELINE)][None, :], len(names), axis=0)
-    acu, racu = acu_racu(measure_curves, baseline, RATIOS)
+    acu, racu = acu_racu(measure_curves, baseline, np.asarray(ratios, dtype=np.float64))
     return {name: (float(acu[i]), float(racu[i])) for i, name in enumerate(names)}
 
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from fmm_fast.core.records import versions
 from fmm_fast.core.settings import RoarSettings
-from fmm_fast.protocols.curve_stats import acu_racu
+from fmm_fast.protocols.curve_stats import acu_racu_against_baseline
 from fmm_fast.protocols.erasure import BASELINE
 from fmm_fast.protocols.roar.steps import read_step, seed_dir, step_name
 
@@ -35,21 +35,16 @@ def curve_scores(
     curves: dict[str, list[float | None]], ratios: list[float]
 ) -> dict[str, dict[str, float | None]]:
     """ACU, RACU and clipped RACU of every complete curve against the complete `rand` curve (else None)."""
-    scores: dict[str, dict[str, float | None]] = {"acu": {}, "racu": {}, "racu_clipped": {}}
     baseline = curves[BASELINE]
-    for name, curve in curves.items():
-        if None in curve or None in baseline:
-            for kind in scores:
-                scores[kind][name] = None
-            continue
-        acu, racu = acu_racu(
-            np.asarray([curve], dtype=np.float64),
-            np.asarray([baseline], dtype=np.float64),
-            np.asarray(ratios),
-        )
-        scores["acu"][name] = float(acu[0])
-        scores["racu"][name] = float(racu[0])
-        scores["racu_clipped"][name] = float(np.clip(racu[0], -1.0, 1.0))  # nan stays nan
+    complete = {name: c for name, c in curves.items() if None not in c and None not in baseline}
+    scored = acu_racu_against_baseline(complete, ratios) if complete else {}
+    scores: dict[str, dict[str, float | None]] = {"acu": {}, "racu": {}, "racu_clipped": {}}
+    for name in curves:
+        acu, racu = scored.get(name, (None, None))
+        scores["acu"][name] = acu
+        scores["racu"][name] = racu
+        # clipped to [-1, 1] as the Recursive ROAR paper reported it; nan stays nan
+        scores["racu_clipped"][name] = None if racu is None else float(np.clip(racu, -1.0, 1.0))
     return scores
 
 

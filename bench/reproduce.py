@@ -1,7 +1,8 @@
 """The reproduction study: does masked fine-tuning make faithfulness measurable, as the FMM paper claims?
 
     bench/reproduce --scale tiny|small|paper [--datasets NAME ...] [--seeds SEED ...] [--out DIR] [--dry-run]
-                    [--masf-only] [--workers N | --ray-address ADDR] [--worker-cpus K]
+                    [--masf-only] [--train-precision fp32|bf16|auto] [--workers N | --ray-address ADDR]
+                    [--worker-cpus K]
 
 On movie-snippets and bAbI-1/-2 (the pretrained MiniLM; bAbI at the tiny scale: a small RoBERTa trained
 from scratch, which checks the script but does not learn bAbI), for every seed of the scale, it runs the
@@ -24,6 +25,10 @@ variant of one (CALIBRATION_VARIANTS), is redone.
 
 --masf-only trains and exports only the plain and masked models and runs MaSF: README-masf.md holds
 tables (c) and (e). A later run without it, into the same folder, reuses all of that.
+
+--train-precision bf16 (or auto) trains every model with `fmm-fast train --precision`, resolved here once
+(bf16 where the CPU or GPU runs it natively); the folder gets a -train-bf16 suffix, so the study never
+mixes models trained in different precisions. Evaluation, MaSF and the overlap run as before (fp32).
 
 Steps 1-4 of one dataset × seed form a chain that depends on no other. --workers N runs up to N chains at
 once on a local Ray runtime (the `ray` extra), --ray-address ADDR on a running Ray cluster; each chain
@@ -55,6 +60,7 @@ from reproduce_ray import run_chains
 from reproduce_steps import StepFailed, Timings, run_steps
 from reproduce_tables import write_readme
 
+from fmm_fast.backends.precision import PRECISIONS, resolve_training_precision
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.records import Stopwatch
 from fmm_fast.distributed.runtime import ScaleOptions, check_runtime
@@ -66,7 +72,7 @@ TIMINGS_FILE = "steps.json"
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         return reproduce(argv)
-    except UserError as error:  # a bad --workers/--ray-address, Ray missing or unreachable
+    except UserError as error:  # a bad --workers/--ray-address, Ray missing or unreachable, bf16 not native
         print(f"reproduce: {error}", file=sys.stderr)
         return 2
 
@@ -86,6 +92,12 @@ def reproduce(argv: Sequence[str] | None) -> int:
         "--masf-only",
         action="store_true",
         help="train and export only plain and masked, run MaSF (both calibrations); write README-masf.md",
+    )
+    parser.add_argument(
+        "--train-precision",
+        choices=PRECISIONS,
+        default="fp32",
+        help="the precision of every training's forward passes (`fmm-fast train --precision`; default fp32)",
     )
     parser.add_argument(
         "--workers",
@@ -113,6 +125,13 @@ def reproduce(argv: Sequence[str] | None) -> int:
         check_runtime(ray_options)
     scale = SCALES[args.scale]
     folder = f"reproduce-{scale.name}"
+    if args.train_precision != "fp32":
+        import torch  # only for a reduced precision: the device decides what runs
+
+        chosen = resolve_training_precision(args.train_precision, torch.cuda.is_available())
+        if chosen.note:
+            print(f"reproduce: note: {chosen.note}", file=sys.stderr)
+        scale = replace(scale, train_precision=chosen.used)
     if args.datasets:
         known = [plan.dataset for plan in scale.datasets]
         if unknown := sorted(set(args.datasets) - set(known)):
@@ -124,8 +143,13 @@ def reproduce(argv: Sequence[str] | None) -> int:
             parser.error(f"unknown seed(s) {unknown_seeds}; the scale has {list(scale.seeds)}")
         scale = replace(scale, seeds=tuple(seed for seed in scale.seeds if seed in args.seeds))
         folder += "-seeds-" + "-".join(str(seed) for seed in scale.seeds)
+    if scale.train_precision != "fp32":
+        folder += f"-train-{scale.train_precision}"
     study = Study(scale, args.out or REPO / "bench" / "results" / folder)
-    settings = json.dumps(asdict(scale), indent=2) + "\n"
+    fields = asdict(scale)
+    if fields["train_precision"] == "fp32":  # as studies wrote it before --train-precision: they stay valid
+        del fields["train_precision"]
+    settings = json.dumps(fields, indent=2) + "\n"
     settings_file = study.root / "settings.json"
     if settings_file.is_file() and settings_file.read_text() != settings:
         print(

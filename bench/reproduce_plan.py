@@ -58,10 +58,14 @@ class DatasetPlan:
 
 @dataclass(frozen=True)
 class Scale:
+    """train_precision: what every training's forward passes run in (`fmm-fast train --precision`),
+    resolved (fp32, bf16 or fp16)."""
+
     name: str
     seeds: tuple[int, ...]
     datasets: tuple[DatasetPlan, ...]
     supporting_ks: tuple[int, ...] = (1, 5, 10)
+    train_precision: str = "fp32"
 
 
 def _babi(dataset: str, **settings) -> DatasetPlan:
@@ -233,6 +237,8 @@ class Study:
             argv = ["train", *plan.data_arguments(), "--model", plan.model]
             argv += ["--strategy", strategy, "--seed", str(seed), "--epochs", str(plan.epochs)]
             argv += ["--lr", str(plan.lr), "--out", str(out)]
+            if self.scale.train_precision != "fp32":
+                argv += ["--precision", self.scale.train_precision]
             if plan.model == TINY_ROBERTA:
                 argv += ["--layers", str(plan.layers), "--width", str(plan.width)]
             steps.append(

@@ -35,6 +35,7 @@ class LoadedModel:
         return {
             "path": path,
             "strategy": self.info.strategy,
+            "trained_precision": self.info.trained_precision,
             "source": self.info.source,
             "backend": self.backend.name,
             "precision": self.precision.as_dict(),

@@ -2,6 +2,8 @@
 
 `auto` takes the fastest precision the hardware runs natively: on CUDA fp16, on a CPU with native bf16
 (AVX512_BF16 or AMX-BF16 in /proc/cpuinfo's flags) bf16, else fp32 with a note saying why.
+Training resolves its own way (resolve_training_precision): reduced precision there changes the model, so
+bf16 is refused where it would be emulated, and CUDA prefers bf16 (no loss scaling) to fp16.
 """
 
 from __future__ import annotations
@@ -62,3 +64,31 @@ def resolve_precision(requested: str, on_cuda: bool) -> Precision:
         f"this CPU has no native bf16 (none of {', '.join(NATIVE_BF16_FLAGS)} in {CPUINFO}'s flags), "
         "so auto runs fp32",
     )
+
+
+def resolve_training_precision(requested: str, on_cuda: bool) -> Precision:
+    """The precision the forward passes of a training run under autocast (weights and optimizer state stay
+    fp32): fp32; bf16 on a CPU with native bf16 or a CUDA device that supports it; fp16 (with loss scaling)
+    on a CUDA device without bf16. `auto` picks the reduced one where it is native, else fp32. A resolved
+    value resolves to itself, so settings may resolve again."""
+    if requested not in (*PRECISIONS, "fp16"):
+        raise UserError(f"unknown precision '{requested}'; use one of {', '.join(PRECISIONS)}")
+    if requested == "fp32":
+        return Precision(requested, "fp32")
+    if on_cuda:
+        import torch  # only where a reduced precision is asked for: --help stays fast
+
+        bf16 = torch.cuda.is_bf16_supported()
+        if requested == "bf16" and not bf16:
+            raise UserError(
+                "this CUDA device has no bf16; train with --precision auto (fp16 with loss scaling) or fp32"
+            )
+        return Precision(requested, "bf16" if bf16 and requested != "fp16" else "fp16")
+    if requested == "fp16":
+        raise UserError("fp16 training runs on CUDA only; on the CPU use --precision fp32 or auto")
+    if cpu_has_native_bf16():
+        return Precision(requested, "bf16")
+    missing = f"this CPU has no native bf16 (none of {', '.join(NATIVE_BF16_FLAGS)} in {CPUINFO}'s flags)"
+    if requested == "bf16":
+        raise UserError(f"{missing}, where bf16 training is slower than fp32; use --precision fp32 or auto")
+    return Precision(requested, "fp32", f"{missing}, so auto trains in fp32")

@@ -23,6 +23,13 @@ def resolve_torch_device(device: str) -> torch.device:
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
+def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
+    """torch.autocast to `precision` (a key of AUTOCAST_DTYPES) on `device`; no context for fp32."""
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=AUTOCAST_DTYPES[precision])
+
+
 class TorchBackend:
     """Implements Backend and GradientBackend on a SequenceClassifier (eval mode).
 
@@ -42,17 +49,12 @@ class TorchBackend:
         self.precision = precision
         self.name = f"torch:{self.device.type}" + ("" if precision == "fp32" else f" {precision}-autocast")
 
-    def _autocast(self) -> contextlib.AbstractContextManager:
-        if self.precision == "fp32":
-            return contextlib.nullcontext()
-        return torch.autocast(self.device.type, dtype=AUTOCAST_DTYPES[self.precision])
-
     def forward(
         self, input_ids: np.ndarray, attention_mask: np.ndarray, with_signals: bool = False
     ) -> ForwardOutput:
         ids = torch.from_numpy(np.ascontiguousarray(input_ids, dtype=np.int64)).to(self.device)
         mask = torch.from_numpy(np.ascontiguousarray(attention_mask, dtype=np.int64)).to(self.device)
-        with torch.inference_mode(), self._autocast():
+        with torch.inference_mode(), autocast(self.device, self.precision):
             logits, signals = self.model(ids, mask, with_signals=with_signals)
         return ForwardOutput(
             logits=logits.float().cpu().numpy(),
@@ -65,7 +67,7 @@ class TorchBackend:
     def logits_from_embeddings(
         self, embeddings: torch.Tensor, attention_mask: torch.Tensor, input_ids: torch.Tensor
     ) -> torch.Tensor:
-        with self._autocast():
+        with autocast(self.device, self.precision):
             logits, _ = self.model(
                 input_ids.to(self.device), attention_mask.to(self.device), inputs_embeds=embeddings
             )

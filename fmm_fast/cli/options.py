@@ -278,11 +278,24 @@ def engine_options(*, explain_rows: bool = True) -> Callable[[Callable[..., Any]
     return option_group("engine", EngineOptions, parameters)
 
 
+FORWARD_PRECISION_HELP = (
+    f"{'|'.join(PRECISIONS)}: the precision of every forward pass. bf16 on CPU: OpenVINO for .onnx models "
+    "(`pip install 'fmm-fast[openvino]'`), PyTorch autocast for checkpoints (gradients too). auto: bf16 "
+    "where the CPU has native bf16 (AVX512_BF16/AMX), fp16 on CUDA, else fp32."
+)
+TRAINING_PRECISION_HELP = (
+    f"{'|'.join(PRECISIONS)}: the precision of training's forward passes (PyTorch autocast; weights and "
+    "optimizer state stay fp32). bf16 needs a CPU with native bf16 (AVX512_BF16/AMX) or a CUDA device; "
+    "auto: bf16 where native (on an older GPU fp16 with loss scaling), else fp32. Reduced precision "
+    "trains a slightly different model; the checkpoint records which."
+)
+
+
 def backend_options(
-    *, provider: bool = True, precision: bool = True
+    *, provider: bool = True, precision: str | None = FORWARD_PRECISION_HELP
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """--device (PyTorch), --provider (ONNX Runtime) and --precision of forward passes (each of the last two
-    unless False), handed over as `backend: BackendOptions`."""
+    """--device (PyTorch), --provider (ONNX Runtime, unless False) and --precision with help `precision`
+    (unless None), handed over as `backend: BackendOptions`."""
     parameters = [
         _option(
             "device",
@@ -309,21 +322,9 @@ def backend_options(
                 "auto",
             )
         )
-    if precision:
+    if precision is not None:
         parameters.append(
-            _option(
-                "precision",
-                Annotated[
-                    str,
-                    typer.Option(
-                        help=f"{'|'.join(PRECISIONS)}: the precision of every forward pass. bf16 on "
-                        "CPU: OpenVINO for .onnx models (`pip install 'fmm-fast[openvino]'`), PyTorch "
-                        "autocast for checkpoints (gradients too). auto: bf16 where the CPU has native bf16 "
-                        "(AVX512_BF16/AMX), fp16 on CUDA, else fp32.",
-                    ),
-                ],
-                DEFAULT_PRECISION,
-            )
+            _option("precision", Annotated[str, typer.Option(help=precision)], DEFAULT_PRECISION)
         )
     return option_group("backend", BackendOptions, parameters)
 

@@ -31,7 +31,7 @@ from fmm_fast.training.base_models import MINILM, TINY_ROBERTA
 
 @app.command()
 @scale_options()
-@backend_options(provider=False, precision=False)
+@backend_options(provider=False, precision=None)
 @engine_options()
 @training_options()
 @data_options(dataset_required=True)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from fmm_fast.backends.loading import LoadedModel
+from fmm_fast.core.datatypes import trained_in
 from fmm_fast.core.outputs import check_directory, claim_directory
 from fmm_fast.core.settings import ResumableSettings
 
@@ -57,4 +58,7 @@ def print_header(
     from fmm_fast.protocols.curve_stats import BASELINE  # loads Numba: not at --help
 
     names = ", ".join([BASELINE, *[m for m in measures if m != BASELINE]])
-    print(f"model {model} on {loaded.backend.name}; {dataset}/{split}: {n} examples; measures: {names}")
+    print(
+        f"model {model}{trained_in(loaded.info)} on {loaded.backend.name}; {dataset}/{split}: {n} examples; "
+        f"measures: {names}"
+    )

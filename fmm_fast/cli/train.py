@@ -7,7 +7,14 @@ from pathlib import Path
 import typer
 
 from fmm_fast.cli.app import app
-from fmm_fast.cli.options import OverwriteOption, QuietOption, backend_options, data_options, training_options
+from fmm_fast.cli.options import (
+    TRAINING_PRECISION_HELP,
+    OverwriteOption,
+    QuietOption,
+    backend_options,
+    data_options,
+    training_options,
+)
 from fmm_fast.core.optional_deps import TRAIN
 from fmm_fast.core.outputs import output_lock
 from fmm_fast.core.settings import BackendOptions, TrainSettings
@@ -17,7 +24,7 @@ from fmm_fast.training.base_models import MINILM, TINY_ROBERTA
 
 
 @app.command()
-@backend_options(provider=False, precision=False)
+@backend_options(provider=False, precision=TRAINING_PRECISION_HELP)
 @training_options()
 @data_options(dataset_required=True)
 def train(
@@ -74,8 +81,9 @@ def train(
     metric = record["dataset"]["metric"]
     best = record["epochs"][record["best_epoch"] - 1]
     print(
-        f"{record['dataset']['name']}, {model}, {strategy}, seed {seed}: best epoch {record['best_epoch']} "
-        f"of {len(record['epochs'])} (validation {metric} {best['selection_metric']:.4f})"
+        f"{record['dataset']['name']}, {model}, {strategy}, seed {seed}, {settings.backend.precision}: best "
+        f"epoch {record['best_epoch']} of {len(record['epochs'])} (validation {metric} "
+        f"{best['selection_metric']:.4f})"
     )
     test = ", ".join(
         f"{100 * float(ratio):.0f}% {values[metric]:.4f}" for ratio, values in record["test"].items()

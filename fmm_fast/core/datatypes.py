@@ -77,6 +77,7 @@ class ModelInfo:
     strategy: str = "unknown"  # plain | masked | only-masked | unknown
     dataset: str = ""
     source: str = ""  # the PyTorch checkpoint this model came from, if any
+    trained_precision: str = "fp32"  # what training's forward passes ran in (fp32 before --precision)
 
     @property
     def num_labels(self) -> int:
@@ -96,6 +97,11 @@ class ModelInfo:
     @classmethod
     def from_json(cls, text: str) -> ModelInfo:
         return cls.from_dict(json.loads(text))
+
+
+def trained_in(info: ModelInfo) -> str:
+    """' (trained in bf16)' for a model trained in reduced precision, '' for fp32 (printed lines)."""
+    return "" if info.trained_precision == "fp32" else f" (trained in {info.trained_precision})"
 
 
 MODEL_INFO_SHAPE = {

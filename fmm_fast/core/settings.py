@@ -18,6 +18,7 @@ from typing import Any, Self
 
 from fmm_fast.backends.engine import DEFAULT_TOKEN_BUDGET
 from fmm_fast.backends.options import BackendOptions, check
+from fmm_fast.backends.precision import resolve_training_precision
 from fmm_fast.core.digest import content_id
 from fmm_fast.core.errors import UserError
 from fmm_fast.data.masking import DEFAULT_STRATEGY, TRAINING_BATCH_SIZE, check_strategy
@@ -99,6 +100,8 @@ class TrainSettings(ResumableSettings):
 
     model: tiny-roberta, a Hugging Face model name or a local model directory. epochs None: the dataset's
     paper default. max_steps caps the optimizer steps. layers/width only apply to tiny-roberta.
+    backend.precision: what the training's forward passes run in, resolved here from fp32|bf16|auto
+    (backends.precision.resolve_training_precision), so the record and the fingerprint hold what ran.
     """
 
     data: DataOptions
@@ -135,6 +138,18 @@ class TrainSettings(ResumableSettings):
                 (self.bucket_batches >= 1, f"bucket_batches must be at least 1, got {self.bucket_batches}"),
             ]
         )
+        if self.backend.precision != "fp32":  # fp32 runs alike everywhere: no device to look at
+            used = resolve_training_precision(self.backend.precision, _cuda_runs(self.backend.device)).used
+            object.__setattr__(self, "backend", replace(self.backend, precision=used))
+
+
+def _cuda_runs(device: str) -> bool:
+    """Whether PyTorch runs on CUDA for --device `device` (cuda without a CUDA device fails at training)."""
+    if device == "cpu":
+        return False
+    import torch  # only for a reduced precision: settings stay cheap to build
+
+    return torch.cuda.is_available()
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ import torch
 from tokenizers import Tokenizer
 from torch import nn
 
-from fmm_fast.core.datatypes import ModelInfo, pad_batch, unpad
+from fmm_fast.core.datatypes import ModelInfo, pad_batch, trained_in, unpad
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.records import dumps_record
 from fmm_fast.data.local import display_name
@@ -139,7 +139,7 @@ def export_onnx(
             "graph": "plain" if fp32_graph == plain else "fused",
             "fused_operators": {} if fp32_graph == plain else fused_operators,
             "precision": "fp32",
-            "reference": "PyTorch fp32 on the checkpoint",
+            "reference": "PyTorch fp32 on the checkpoint" + trained_in(info),
             "rows": sum(len(batch.input_ids) for batch in batches),
             "batch_shapes": [list(batch.input_ids.shape) for batch in batches],
             "checks": {"fp32": fp32_check},

@@ -8,6 +8,9 @@ The output directory gets `model/` (the checkpoint of the best validation epoch)
   predicting the most frequent test label); majority_metrics (all four metrics of it); durations; versions.
 Ratios are "0.0", "0.5", "1.0": the share of every example's explained tokens masked uniformly at random,
 and "metrics" are compute_metrics' four (accuracy, macro_f1, micro_f1, matthews).
+Every forward pass of the run (optimizer steps, validation, test) runs in arguments.backend.precision:
+fp32, or bf16/fp16 under torch.autocast with fp32 weights and optimizer state (fp16 with loss scaling);
+the checkpoint's info records it as trained_precision.
 run.json is rewritten after every epoch ("finished": false), so a running job can be followed.
 """
 
@@ -29,7 +32,7 @@ from torch import nn
 from tqdm import tqdm
 
 from fmm_fast.backends.engine import MaskBatchEngine
-from fmm_fast.backends.torch_backend import TorchBackend, resolve_torch_device
+from fmm_fast.backends.torch_backend import TorchBackend, autocast, resolve_torch_device
 from fmm_fast.core.datatypes import EncodedSplit, ModelInfo, pad_batch
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.metrics import compute_metrics, majority_metric
@@ -150,10 +153,15 @@ def training_batch(
 
 
 def predict(
-    model: SequenceClassifier, info: ModelInfo, device: torch.device, sequences: list[np.ndarray]
+    model: SequenceClassifier,
+    info: ModelInfo,
+    device: torch.device,
+    sequences: list[np.ndarray],
+    precision: str,
 ) -> np.ndarray:
-    """(N,) sequences of (T_i,) int64 -> (N,) int64 predicted labels (eval mode, length-bucketed batches)."""
-    engine = MaskBatchEngine(TorchBackend(model, info, device=str(device)), cache_rows=0)
+    """(N,) sequences of (T_i,) int64 -> (N,) int64 predicted labels (eval mode, length-bucketed batches,
+    forward passes in `precision`)."""
+    engine = MaskBatchEngine(TorchBackend(model, info, device=str(device), precision=precision), cache_rows=0)
     return engine.logits(sequences).argmax(axis=1).astype(np.int64)
 
 
@@ -170,10 +178,12 @@ class ShareEvaluator:
         self.copies = {ratio: mask_explained_share(encoded, ratio, mask_id, seed) for ratio in RATIOS}
 
     def evaluate(
-        self, model: SequenceClassifier, info: ModelInfo, device: torch.device
+        self, model: SequenceClassifier, info: ModelInfo, device: torch.device, precision: str
     ) -> tuple[dict[str, dict[str, float]], np.ndarray]:
-        """Metrics per ratio key, and the (N,) unmasked predictions."""
-        predictions = {ratio: predict(model, info, device, copy) for ratio, copy in self.copies.items()}
+        """Metrics per ratio key, and the (N,) unmasked predictions (forward passes in `precision`)."""
+        predictions = {
+            ratio: predict(model, info, device, copy, precision) for ratio, copy in self.copies.items()
+        }
         metrics = {
             ratio_key(ratio): compute_metrics(self.labels, predicted, self.num_labels)
             for ratio, predicted in predictions.items()
@@ -236,16 +246,25 @@ def run_epoch(
     schedule: torch.optim.lr_scheduler.LRScheduler,
     batches: Iterable[tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
     bar: tqdm,
+    precision: str,
+    scaler: torch.amp.GradScaler,
 ) -> list[float]:
-    """One pass of optimizer steps over `batches` of (input_ids, attention_mask, labels); the losses."""
+    """One pass of optimizer steps over `batches` of (input_ids, attention_mask, labels); the losses.
+
+    precision: of the forward passes (autocast; the backward pass follows it). scaler: fp16's loss scaling
+    (disabled otherwise: a plain step).
+    """
     model.train()
     losses = []
+    device = next(model.parameters()).device
     for input_ids, attention_mask, labels in batches:
-        logits, _ = model(input_ids, attention_mask)
-        loss = F.cross_entropy(logits, labels)
+        with autocast(device, precision):
+            logits, _ = model(input_ids, attention_mask)
+        loss = F.cross_entropy(logits.float(), labels)  # the softmax in fp32, as autocast would
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
         schedule.step()
         losses.append(loss.item())
         bar.update(1)
@@ -302,7 +321,13 @@ def start_run(
     for stale in (out_dir / RUN_FILE, out_dir / MODEL_DIR):  # a rerun of this same run starts afresh
         shutil.rmtree(stale) if stale.is_dir() else stale.unlink(missing_ok=True)
     # The checkpoint is its own source (load_checkpoint fills its path in); the base model goes in run.json.
-    info = replace(info, strategy=settings.strategy, dataset=dataset.name, source="")
+    info = replace(
+        info,
+        strategy=settings.strategy,
+        dataset=dataset.name,
+        source="",
+        trained_precision=settings.backend.precision,
+    )
     device = resolve_torch_device(settings.backend.device)
     model.to(device)
     return TrainingRun(settings, out_dir, dataset, epochs, model, tokenizer, info, device)
@@ -362,11 +387,12 @@ def new_record(run: TrainingRun, data: TrainingData, total_steps: int) -> dict[s
 
 def validate(run: TrainingRun, data: TrainingData) -> tuple[dict[str, dict[str, float]], float, np.ndarray]:
     """The validation metrics per ratio key, the selection score and the (N,) unmasked predictions."""
-    metrics, unmasked_predictions = data.validation.evaluate(run.model, run.info, run.device)
+    precision = run.settings.backend.precision
+    metrics, unmasked_predictions = data.validation.evaluate(run.model, run.info, run.device, precision)
     masked_predictions = (
         None
         if data.validation_masked is None
-        else predict(run.model, run.info, run.device, data.validation_masked)
+        else predict(run.model, run.info, run.device, data.validation_masked, precision)
     )
     score = selection_metric(
         run.settings.strategy,
@@ -392,6 +418,8 @@ def train_epochs(
     train_split = data.encoded["train"]
     lengths = np.asarray([len(ids) for ids in train_split.input_ids], dtype=np.int64)
     optimizer, schedule = make_optimizer(run.model, settings.lr, total_steps, settings.weight_decay)
+    precision = settings.backend.precision
+    scaler = torch.amp.GradScaler(run.device.type, enabled=precision == "fp16")  # bf16 needs no scaling
     best_score = -math.inf
     best_predictions = np.empty(0, dtype=np.int64)
     steps_left = total_steps
@@ -411,7 +439,7 @@ def train_epochs(
             training_batch(train_split, r, run.info, settings.strategy, mask_rng, run.device) for r in rows
         )
         with Stopwatch() as train_clock:
-            losses = run_epoch(run.model, optimizer, schedule, batches, bar)
+            losses = run_epoch(run.model, optimizer, schedule, batches, bar, precision, scaler)
         steps_left -= len(losses)
         with Stopwatch() as validation_clock:
             metrics, score, unmasked_predictions = validate(run, data)
@@ -447,7 +475,7 @@ def checkpoint_results(
         best_model, _, best_info = load_checkpoint(run.out_dir / MODEL_DIR)
         test_metrics, _ = ShareEvaluator(
             test_split, run.info.mask_id, num_labels, run.settings.seed
-        ).evaluate(best_model, best_info, run.device)
+        ).evaluate(best_model, best_info, run.device, run.settings.backend.precision)
     majority_label = int(np.bincount(test_split.labels, minlength=num_labels).argmax())
     majority_predictions = np.full(len(test_split), majority_label, dtype=np.int64)
     one_class = one_class_warning(best_predictions, run.dataset.label_names, record["best_epoch"])

@@ -53,8 +53,9 @@ from fmm_fast.data.options import DataOptions, open_split
 from fmm_fast.export.onnx_export import export_onnx
 from fmm_fast.measures import get_measure
 from fmm_fast.measures.registry import PAPER_BEAM, measure_names
+from fmm_fast.measures.spec import BASELINE
 from fmm_fast.protocols.curve_stats import RATIOS
-from fmm_fast.protocols.erasure import BASELINE, ErasureRun, explain_split
+from fmm_fast.protocols.erasure import ErasureRun, explain_split
 from fmm_fast.protocols.masf.run import run_masf
 from fmm_fast.protocols.masf.statistic import CALIBRATION_METHODS, IN_DISTRIBUTION_LEVEL
 from fmm_fast.training.base_models import TINY_ROBERTA, resolve_pretrained

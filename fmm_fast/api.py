@@ -21,8 +21,8 @@ from fmm_fast.core.reading import READ_ERRORS, LineError, json_lines, shape_erro
 from fmm_fast.core.records import dumps_record, restore_non_finite
 from fmm_fast.core.settings import DEFAULT_EXPLAIN_BATCH_ROWS
 from fmm_fast.data.tokenization import encode_texts
-from fmm_fast.measures import get_measure
 from fmm_fast.measures.base import ExplainBatch, Measure
+from fmm_fast.measures.spec import MeasureSpec, resolve_measure
 from fmm_fast.protocols.aopc_metrics import softmax
 from fmm_fast.protocols.erasure import explain_split
 
@@ -69,7 +69,7 @@ def explain(
     precision: fp32|bf16|auto for a model given by path. `options` are the measure's cost knobs (e.g.
     ig_steps, gradient_batch_size, beam_size).
     """
-    chosen = get_measure(measure, seed=seed, **options)
+    chosen = resolve_measure(measure, options).build(seed)
     batch = ExplainBatch(
         np.asarray(input_ids, dtype=np.int64),
         np.asarray(attention_mask, dtype=np.int64),
@@ -131,25 +131,26 @@ def explain_texts(
     names = loaded.info.label_names
     label_ids = [0] * len(texts) if labels is None else [_label_index(label, names) for label in labels]
     encoded = encode_texts(loaded.tokenizer, texts, pairs, np.asarray(label_ids, dtype=np.int64))
-    return explain_encoded(loaded, encoded, measure, seed, explain_predicted=labels is None, **options)
+    spec = resolve_measure(measure, options)
+    return explain_encoded(loaded, encoded, spec, seed, explain_predicted=labels is None)
 
 
 def explain_encoded(
     loaded: LoadedModel,
     encoded: EncodedSplit,
-    measure: str,
+    spec: MeasureSpec,
     seed: int = 0,
     explain_predicted: bool = False,
     batch_rows: int = DEFAULT_EXPLAIN_BATCH_ROWS,
     token_budget: int = DEFAULT_TOKEN_BUDGET,
     on_batch: Callable[[int], None] | None = None,
-    **options,
 ) -> list[Explanation]:
-    """Explanations of a tokenized split: scores of the gold label (or of the prediction).
+    """Explanations of a tokenized split by the measure `spec` seeded `seed`: scores of the gold label (or
+    of the prediction).
 
-    batch_rows: examples per explain call; token_budget: the engine's; options: the measure's cost knobs.
+    batch_rows: examples per explain call; token_budget: the engine's.
     """
-    chosen = get_measure(measure, seed=seed, **options)
+    chosen = spec.build(seed)
     engine = as_engine(loaded, token_budget=token_budget)
     scoring_engine = (
         as_engine(loaded, needs_gradients=True, token_budget=token_budget)
@@ -159,7 +160,7 @@ def explain_encoded(
     probabilities, scores = predict_and_explain(
         engine, scoring_engine, encoded, chosen, batch_rows, on_batch, explain_predicted
     )
-    return to_explanations(loaded, encoded, chosen, probabilities, scores)
+    return to_explanations(loaded, encoded, spec, probabilities, scores)
 
 
 def predict_and_explain(
@@ -187,12 +188,12 @@ def predict_and_explain(
 def to_explanations(
     loaded: LoadedModel,
     encoded: EncodedSplit,
-    measure: Measure,
+    measure: MeasureSpec,
     probabilities: np.ndarray,
     scores: list[np.ndarray],
 ) -> list[Explanation]:
-    """Explanation records of a split from its class probabilities (N, C) and one (T_i,) score array per
-    example; the tokens' character offsets come from encoding the split's texts again."""
+    """Explanation records of a split by `measure` from its class probabilities (N, C) and one (T_i,) score
+    array per example; the tokens' character offsets come from encoding the split's texts again."""
     names = loaded.info.label_names
     texts = encoded.texts or [("", None)] * len(encoded)
     encodings = token_offsets(loaded.tokenizer, texts, encoded.input_ids)

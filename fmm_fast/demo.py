@@ -19,7 +19,7 @@ from fmm_fast.core.records import versions, write_record
 from fmm_fast.core.settings import EvaluationSettings, MasfSettings, TrainSettings
 from fmm_fast.data.options import DataOptions, open_split
 from fmm_fast.export.onnx_export import export_onnx
-from fmm_fast.measures import get_measure
+from fmm_fast.measures.spec import resolve_measure
 from fmm_fast.protocols.curve_stats import RATIOS
 from fmm_fast.protocols.erasure import evaluate_model
 from fmm_fast.protocols.masf.run import masf_record, run_masf
@@ -126,7 +126,7 @@ def run_demo(out: Path, config: DemoConfig) -> dict:
         "backend": loaded.backend.name,
         "measures": {
             **curves["curves"]["measures"],
-            BEAM_MEASURE: curves["beam"]["measures"][get_measure(BEAM_MEASURE).name],
+            BEAM_MEASURE: curves["beam"]["measures"][resolve_measure(BEAM_MEASURE).name],
         },
         "beam_rand": curves["beam"]["measures"]["rand"],
         "masf": {m: {s["ratio"]: s["simes"] for s in r["per_ratio"]} for m, r in masf.items()},

@@ -259,17 +259,17 @@ def test_explain_measure_option_reaches_the_measure(tiny_babi, tmp_path):
 
 
 def test_evaluate_measure_option_reaches_every_step(tiny_babi, tmp_path, monkeypatch):
-    import fmm_fast.protocols.erasure
+    import fmm_fast.measures.spec
 
     checkpoint, _, data = tiny_babi
     calls = []
-    real = fmm_fast.protocols.erasure.get_measure
+    real = fmm_fast.measures.spec.get_measure
 
     def recording(name, **options):
         calls.append((name, options))
         return real(name, **options)
 
-    monkeypatch.setattr(fmm_fast.protocols.erasure, "get_measure", recording)
+    monkeypatch.setattr(fmm_fast.measures.spec, "get_measure", recording)
     arguments = ["--model", str(checkpoint), *data_flags(data), "--limit", "2", "--quiet"]
     options = ["--measure-option", "ig_steps=3", "--measure-option", "beam_size=2"]
     out = tmp_path / "eval"

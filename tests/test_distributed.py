@@ -29,6 +29,7 @@ from fmm_fast.core.outputs import read_marker
 from fmm_fast.core.settings import EvaluationSettings, MasfSettings
 from fmm_fast.data.options import DataOptions, open_split
 from fmm_fast.export.onnx_export import export_onnx
+from fmm_fast.measures.spec import resolve_measure
 from fmm_fast.protocols.curve_stats import RATIOS
 from fmm_fast.protocols.erasure import evaluate_model
 from fmm_fast.protocols.masf.run import run_masf
@@ -265,7 +266,7 @@ def test_a_damaged_shard_file_is_recomputed_with_a_warning(
 
 def test_sharded_explanations_equal_one_process(pool, loaded):
     model, encoded, _ = loaded
-    for measure in ["loo-sign", "beam-sign-2", "rand"]:
+    for measure in map(resolve_measure, ["loo-sign", "beam-sign-2", "rand"]):
         expected = explain_encoded(model, encoded, measure, seed=1)
         got = explain_sharded(pool, model, encoded, measure, seed=1)
         assert [e.prediction for e in got] == [e.prediction for e in expected]

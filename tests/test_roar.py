@@ -19,7 +19,7 @@ from fmm_fast.core.records import read_record
 from fmm_fast.core.settings import RoarSettings
 from fmm_fast.data.base import SPLIT_NAMES
 from fmm_fast.data.options import DataOptions
-from fmm_fast.measures import get_measure
+from fmm_fast.measures.spec import resolve_measure
 from fmm_fast.protocols import erasure
 from fmm_fast.protocols.roar import chain as chain_module
 from fmm_fast.protocols.roar.explaining import example_ids
@@ -71,7 +71,7 @@ def test_each_step_masks_the_previous_mask_plus_the_top_ranked_remaining_tokens(
             after = load_arrays(folder / "dataset.npz")
             loaded = load_model(model, settings.backend)
             engine = MaskBatchEngine(loaded.backend)
-            measure = get_measure(name, seed=erasure.step_seed(0, step))
+            measure = resolve_measure(name).build(0, step)
             for split in SPLIT_NAMES:
                 encoded = data.encoded[split]
                 scores = erasure.explain_split(measure, engine, before[split], encoded, 8, None, ids[split])
@@ -140,7 +140,7 @@ def test_non_recursive_ranks_once_with_the_step0_model(tmp_path, monkeypatch) ->
     explain = chain_module.explain_dataset
 
     def counted(settings, measure, seed, step, model, *rest, **options):
-        calls.append((measure, step, Path(model).parent.name))
+        calls.append((measure.name, step, Path(model).parent.name))
         return explain(settings, measure, seed, step, model, *rest, **options)
 
     monkeypatch.setattr(chain_module, "explain_dataset", counted)
@@ -170,7 +170,7 @@ def test_rand_draws_are_seeded_per_example_and_step(recursive_run) -> None:
 
     def draw(seed: int, step: int) -> list[np.ndarray]:
         scores, _ = chain_module.explain_dataset(
-            settings, "rand", seed, step, data.step0, data.encoded, current
+            settings, resolve_measure("rand"), seed, step, data.step0, data.encoded, current
         )
         return scores["test"]
 

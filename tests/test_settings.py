@@ -22,6 +22,7 @@ from fmm_fast.core.settings import (
     EvaluationSettings,
     ExplainSettings,
     MasfSettings,
+    RoarSettings,
     TrainSettings,
 )
 from fmm_fast.data.options import DataOptions
@@ -71,6 +72,21 @@ def test_evaluation_fingerprint_covers_what_changes_the_numbers_only() -> None:
     ]
     assert all(s.fingerprint() == base.fingerprint() for s in same)
     assert len({s.fingerprint() for s in [base, *other]}) == 1 + len(other)
+
+
+def test_measures_are_resolved_once_into_specs() -> None:
+    given = ("beam", "loo-abs", "rand", "beam-sign-10", "inp-grad-sign")
+    settings = EvaluationSettings("m", DATA, given, measure_options={"ig_steps": 2})
+    assert settings.to_dict()["measures"] == list(given)  # the record keeps what the user gave
+    rand, beam, loo, gradient = settings.specs  # rand first, canonical names, each once
+    assert [s.name for s in settings.specs] == ["rand", "beam-sign-10", "loo-abs", "inp-grad-sign"]
+    assert (beam.signed, beam.recursive, loo.signed, gradient.needs_gradients) == (True, False, False, True)
+    assert rand.build(seed=3, step=2).seed == 3002 and rand.build(seed=3).seed == 3  # the one seed rule
+    assert gradient.build(0, 1).name == "inp-grad-sign" and dict(gradient.options) == {"ig_steps": 2}
+    assert replace(settings, measures=("loo-abs",)).specs == (rand, loo)
+    assert AopcSettings("m", DATA, given).specs == RoarSettings(DATA, measures=given).specs
+    explained = ExplainSettings("m", DATA, ("loo-abs", "beam"), measure_options={"beam_size": 3})
+    assert [s.name for s in explained.specs] == ["loo-abs", "beam-sign-3"]  # exactly what is asked
 
 
 def test_aopc_fingerprint_holds_the_content_of_each_explanations_file(tmp_path) -> None:

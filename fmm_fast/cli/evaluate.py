@@ -96,7 +96,7 @@ def evaluate(
         backend,
     )  # a typo in a measure or option fails before any work
     if scale is not None:
-        check_scale_out(scale, model, measure)
+        check_scale_out(scale, model, settings.specs)
     runs = {s: replace(settings, seed=s) for s in seed}
     with output_lock(out):  # before the model and data load: a second process on this --out exits at once
         # these load Numba and SciPy: imported on use, so --help starts fast (and after the lock)

@@ -88,7 +88,7 @@ def explain(
         str(model), data, tuple(measure), seed, parse_measure_options(measure_option), engine, backend
     )
     if scale is not None:
-        check_scale_out(scale, model, list(settings.measures))
+        check_scale_out(scale, model, settings.specs)
     page = out.with_suffix(".html")
     with output_lock(out, file=True):  # before the model and data load: a second process exits at once
         # these load Numba and SciPy: imported on use, so --help starts fast (and after the lock)
@@ -105,14 +105,10 @@ def explain(
         dataset, encoded = open_split(loaded, data)
         explanations = []
         with open_pool(scale, model, backend.provider, engine.token_budget) as pool:
-            for name in settings.measures:
-                with progress_bar(len(encoded), name, quiet=quiet) as bar:
-                    arguments = (loaded, encoded, name, settings.seed)
-                    options = {
-                        "batch_rows": engine.explain_batch_rows,
-                        "on_batch": bar.update,
-                        **settings.measure_options,
-                    }
+            for spec in settings.specs:
+                with progress_bar(len(encoded), spec.name, quiet=quiet) as bar:
+                    arguments = (loaded, encoded, spec, settings.seed)
+                    options = {"batch_rows": engine.explain_batch_rows, "on_batch": bar.update}
                     if pool is None:
                         explanations += explain_encoded(
                             *arguments, token_budget=engine.token_budget, **options

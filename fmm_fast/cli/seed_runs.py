@@ -12,6 +12,7 @@ from fmm_fast.backends.loading import LoadedModel
 from fmm_fast.core.datatypes import trained_in
 from fmm_fast.core.outputs import check_directory, claim_directory
 from fmm_fast.core.settings import ResumableSettings
+from fmm_fast.measures.spec import BASELINE
 
 PRECISION_FIELD = "precision"  # the precision that runs: known once the model loads
 
@@ -55,8 +56,6 @@ def print_header(
     model: Path, loaded: LoadedModel, dataset: str, split: str, n: int, measures: Sequence[str]
 ) -> None:
     """The first printed line: the model, the backend, the split and the measures (`rand` first)."""
-    from fmm_fast.protocols.curve_stats import BASELINE  # loads Numba: not at --help
-
     names = ", ".join([BASELINE, *[m for m in measures if m != BASELINE]])
     print(
         f"model {model}{trained_in(loaded.info)} on {loaded.backend.name}; {dataset}/{split}: {n} examples; "

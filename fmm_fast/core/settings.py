@@ -23,7 +23,8 @@ from fmm_fast.core.digest import content_id
 from fmm_fast.core.errors import UserError
 from fmm_fast.data.masking import DEFAULT_STRATEGY, TRAINING_BATCH_SIZE, check_strategy
 from fmm_fast.data.options import DataOptions
-from fmm_fast.measures.registry import check_measure_options, get_measure
+from fmm_fast.measures.registry import check_measure_options
+from fmm_fast.measures.spec import MeasureSpec, resolve_measure, resolve_measures
 from fmm_fast.training.base_models import TINY_ROBERTA
 
 DEFAULT_EXPLAIN_BATCH_ROWS = 32
@@ -94,6 +95,27 @@ class ResumableSettings(RunSettings):
         return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
+class ResolvedMeasures:
+    """A run's measures resolved once (fmm_fast.measures.spec), carried as `specs`: `rand` first (unless the
+    kind of run runs only what it is given), canonical names, each once. The fields keep what the user gave
+    (the record's "arguments"); a typo fails before any work."""
+
+    measures: tuple[str, ...]
+    measure_options: dict[str, int]
+    WITH_BASELINE = True
+
+    def _resolve_measures(self) -> None:
+        object.__setattr__(self, "measures", tuple(self.measures))  # frozen dataclass: settle in place
+        object.__setattr__(self, "measure_options", check_measure_options(self.measure_options))
+        specs = resolve_measures(self.measures, self.measure_options, self.WITH_BASELINE)
+        object.__setattr__(self, "_specs", specs)
+
+    @property
+    def specs(self) -> tuple[MeasureSpec, ...]:
+        """The measures to run, resolved once."""
+        return self._specs  # type: ignore[attr-defined]  # set by _resolve_measures
+
+
 @dataclass(frozen=True)
 class TrainSettings(ResumableSettings):
     """One masked fine-tuning run (docs/method.md §2).
@@ -153,7 +175,7 @@ def _cuda_runs(device: str) -> bool:
 
 
 @dataclass(frozen=True)
-class EvaluationSettings(ResumableSettings):
+class EvaluationSettings(ResolvedMeasures, ResumableSettings):
     """One seed of recursive erasure (docs/method.md §4–5) of `measures` on a model.
 
     seed: seed of the `rand` baseline. measure_options: cost knobs passed to every measure (e.g. ig_steps),
@@ -171,7 +193,7 @@ class EvaluationSettings(ResumableSettings):
     backend: BackendOptions = field(default_factory=BackendOptions)
 
     def __post_init__(self) -> None:
-        _check_measures(self)
+        self._resolve_measures()
 
     def fingerprint_fields(self) -> dict[str, Any]:
         fields = super().fingerprint_fields()
@@ -180,7 +202,7 @@ class EvaluationSettings(ResumableSettings):
 
 
 @dataclass(frozen=True)
-class AopcSettings(ResumableSettings):
+class AopcSettings(ResolvedMeasures, ResumableSettings):
     """One seed of the peer metrics (docs/method.md §8) of `measures` and of explanation files on a model.
 
     Every explanation is computed (or read) once on the unmasked input. seed: of the `rand` baseline.
@@ -199,7 +221,7 @@ class AopcSettings(ResumableSettings):
     backend: BackendOptions = field(default_factory=BackendOptions)
 
     def __post_init__(self) -> None:
-        _check_measures(self)
+        self._resolve_measures()
         object.__setattr__(self, "explanations", tuple(self.explanations))
 
     def fingerprint_fields(self) -> dict[str, Any]:
@@ -209,16 +231,8 @@ class AopcSettings(ResumableSettings):
         return fields
 
 
-def _check_measures(settings: EvaluationSettings | AopcSettings) -> None:
-    """Settle a run's measure list and options in place (frozen dataclass): a typo fails before any work."""
-    object.__setattr__(settings, "measures", tuple(settings.measures))
-    object.__setattr__(settings, "measure_options", check_measure_options(settings.measure_options))
-    for name in settings.measures:
-        get_measure(name, **settings.measure_options)
-
-
 @dataclass(frozen=True)
-class ExplainSettings(RunSettings):
+class ExplainSettings(ResolvedMeasures, RunSettings):
     """Importance scores of one or more measures for the examples of a split (docs/method.md §3); seed drives
     `rand`."""
 
@@ -230,12 +244,13 @@ class ExplainSettings(RunSettings):
     engine: EngineOptions = field(default_factory=EngineOptions)
     backend: BackendOptions = field(default_factory=BackendOptions)
 
+    WITH_BASELINE = False  # explains exactly the measures given
+
     def __post_init__(self) -> None:
-        object.__setattr__(self, "measures", tuple(self.measures))
-        object.__setattr__(self, "measure_options", check_measure_options(self.measure_options))
-        names = [get_measure(name, **self.measure_options).name for name in self.measures]
+        names = [resolve_measure(name, self.measure_options).name for name in self.measures]
         repeated = sorted({name for name in names if names.count(name) > 1})
         check([(not repeated, f"--measure {', '.join(repeated)} is given twice; give each measure once")])
+        self._resolve_measures()
 
 
 @dataclass(frozen=True)
@@ -292,7 +307,7 @@ ROAR_MAX_STEPS = 10  # the reference's 10% steps
 
 
 @dataclass(frozen=True)
-class RoarSettings(ResumableSettings):
+class RoarSettings(ResolvedMeasures, ResumableSettings):
     """Recursive ROAR (erasure with retraining at every step) of `measures` for `seeds`.
 
     model: the pretrained start every step's model is fine-tuned from (as TrainSettings.model). steps K:
@@ -323,9 +338,8 @@ class RoarSettings(ResumableSettings):
     backend: BackendOptions = field(default_factory=BackendOptions)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "measures", tuple(self.measures))
+        self._resolve_measures()
         object.__setattr__(self, "seeds", tuple(dict.fromkeys(self.seeds)))
-        object.__setattr__(self, "measure_options", check_measure_options(self.measure_options))
         check(
             [
                 (
@@ -336,9 +350,7 @@ class RoarSettings(ResumableSettings):
                 (all(s >= 0 for s in self.seeds), f"seeds must be at least 0, got {list(self.seeds)}"),
             ]
         )
-        gradient = [
-            name for name in self.measures if get_measure(name, **self.measure_options).needs_gradients
-        ]
+        gradient = [spec.name for spec in self.specs if spec.needs_gradients]
         if Path(self.model).suffix == ".onnx":
             needs = f"; the gradient measures ({', '.join(gradient)}) need PyTorch too" if gradient else ""
             raise UserError(

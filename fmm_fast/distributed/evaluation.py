@@ -33,7 +33,6 @@ from fmm_fast.data.base import TextDataset
 from fmm_fast.distributed.pool import Task, WorkerPool
 from fmm_fast.distributed.sharding import split_shards
 from fmm_fast.distributed.worker import TaskResult
-from fmm_fast.measures import get_measure
 from fmm_fast.protocols.curve_stats import RATIOS
 from fmm_fast.protocols.erasure import (
     RUN_FILES,
@@ -42,7 +41,6 @@ from fmm_fast.protocols.erasure import (
     erasure_result,
     evaluation_record,
     fully_masked,
-    measure_names,
     save_masked_step,
 )
 
@@ -113,9 +111,9 @@ class ShardedErasure:
 
     def plan(self) -> list[Shard]:
         """Every shard of the run, costliest first within each kind (beam groups go first)."""
-        names = measure_names(self.settings.measures, self.settings.measure_options)
-        recursive = [n for n in names if get_measure(n).recursive]  # `rand` is always one of them
-        fixed = [n for n in names if not get_measure(n).recursive]
+        specs = self.settings.specs
+        recursive = [s.name for s in specs if s.recursive]  # `rand` is always one of them
+        fixed = [s.name for s in specs if not s.recursive]
         workers = len(self.pool.actors)
         kinds = [(fixed, True, False), (recursive, False, True)] if fixed else [(recursive, False, True)]
         return [
@@ -127,8 +125,8 @@ class ShardedErasure:
     def _task(self, shard: Shard) -> Task:
         rows = np.asarray(shard.indices, dtype=np.int64)
         settings = self.settings
-        batch_rows, options = settings.engine.explain_batch_rows, settings.measure_options
-        arguments = (rows, shard.measures, settings.seed, batch_rows, options, shard.with_ends)
+        specs = [spec for spec in settings.specs if spec.name in shard.measures]
+        arguments = (rows, specs, settings.seed, settings.engine.explain_batch_rows, shard.with_ends)
         return Task(shard.key, "erase", (self.split.subset(rows), *arguments), len(rows))
 
     def _key(self, indices: list[int], measures: list[str], with_ends: bool) -> str:
@@ -210,7 +208,7 @@ class ShardedErasure:
                 "curve": [score(ends["r0"]), *[score(p) for p in predictions[name]], score(ends["r1"])],
                 **costs[name],
             }
-            for name in measure_names(self.settings.measures, self.settings.measure_options)
+            for name in (spec.name for spec in self.settings.specs)
         }
         if self.settings.save_masked:
             for name in states:
@@ -221,7 +219,9 @@ class ShardedErasure:
                     self.out_dir, name, RATIOS[-1], fully_masked(self.split, self.mask_id), labels
                 )
         predicted = np.bincount(ends["r0"], minlength=self.num_labels)
-        result = erasure_result(states, labels, self.metric, seconds, predicted, self.label_names)
+        result = erasure_result(
+            self.settings.specs, states, labels, self.metric, seconds, predicted, self.label_names
+        )
         return {**result, "resumed_shards": self.resumed}
 
     def _progress(self, total: int):

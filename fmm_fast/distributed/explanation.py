@@ -13,30 +13,23 @@ from fmm_fast.core.settings import DEFAULT_EXPLAIN_BATCH_ROWS
 from fmm_fast.distributed.pool import Task, WorkerPool
 from fmm_fast.distributed.sharding import split_shards
 from fmm_fast.distributed.worker import TaskResult
-from fmm_fast.measures import get_measure
+from fmm_fast.measures.spec import MeasureSpec
 
 
 def explain_sharded(
     pool: WorkerPool,
     loaded: LoadedModel,
     encoded: EncodedSplit,
-    measure: str,
+    spec: MeasureSpec,
     seed: int = 0,
     batch_rows: int = DEFAULT_EXPLAIN_BATCH_ROWS,
     on_batch: Callable[[int], None] | None = None,
-    **options,
 ) -> list[Explanation]:
-    """explain_encoded on a WorkerPool: the same explanations, in example order (gold labels explained).
-    options: the measure's cost knobs."""
-    chosen = get_measure(measure, seed=seed, **options)
-    shards = split_shards(encoded, len(pool.actors), uneven=not chosen.recursive)
+    """explain_encoded on a WorkerPool: the same explanations of the measure `spec`, in example order (gold
+    labels explained)."""
+    shards = split_shards(encoded, len(pool.actors), uneven=not spec.recursive)
     tasks = [
-        Task(
-            k,
-            "explain",
-            (encoded.subset(rows), np.asarray(rows), chosen.name, seed, batch_rows, options),
-            len(rows),
-        )
+        Task(k, "explain", (encoded.subset(rows), np.asarray(rows), spec, seed, batch_rows), len(rows))
         for k, rows in enumerate(shards)
     ]
     probabilities = np.zeros((len(encoded), loaded.info.num_labels), dtype=np.float64)
@@ -53,4 +46,4 @@ def explain_sharded(
 
     pool.begin()
     pool.run(tasks, finish)
-    return to_explanations(loaded, encoded, chosen, probabilities, scores)
+    return to_explanations(loaded, encoded, spec, probabilities, scores)

@@ -19,6 +19,7 @@ from fmm_fast.core.progress import progress_bar
 from fmm_fast.core.settings import RoarSettings
 from fmm_fast.distributed.pool import last_line
 from fmm_fast.distributed.runtime import ScaleOptions, check_runtime, ray_runtime, task_output
+from fmm_fast.measures.spec import MeasureSpec
 from fmm_fast.protocols.roar.steps import LOGS
 
 # A worker process that dies (killed, out of memory) has its chain rerun this often; the rerun resumes
@@ -34,16 +35,16 @@ def chain_log(out: Path, seed: int, measure: str) -> Path:
     return out / LOGS / f"seed-{seed}-{measure}.log"
 
 
-def run_chain(settings: RoarSettings, out: Path, seed: int, measure: str, threads: int) -> str | None:
-    """The task: the chain of (seed, measure) on `threads` threads, its output in its log. Returns None, or
-    why it failed."""
+def run_chain(settings: RoarSettings, out: Path, seed: int, spec: MeasureSpec, threads: int) -> str | None:
+    """The task: the chain of (seed, measure `spec`) on `threads` threads, its output in its log. Returns
+    None, or why it failed."""
     from fmm_fast.protocols.roar.chain import Chain
     from fmm_fast.protocols.roar.run import load_data, seed_data
 
-    with task_output(chain_log(out, seed, measure), threads):
+    with task_output(chain_log(out, seed, spec.name), threads):
         try:
             data = seed_data(settings, out, seed, load_data(settings))
-            Chain(settings, out, seed, measure, data).run()
+            Chain(settings, out, seed, spec, data).run()
         except Exception as error:  # its traceback goes to the log, the reason back to the driver
             traceback.print_exc()
             return f"{type(error).__name__}: {error}"
@@ -57,13 +58,13 @@ def check_roar_scale_out(options: ScaleOptions) -> None:
 
 def ray_chain_runner(
     options: ScaleOptions,
-) -> Callable[[RoarSettings, Path, list[tuple[int, str]], Callable[[], None]], None]:
+) -> Callable[[RoarSettings, Path, list[tuple[int, MeasureSpec]], Callable[[], None]], None]:
     """A runner for RoarRun.run: every chain as a Ray task of options.worker_cpus CPUs, at most
     options.workers at once; on_chain() after each chain returns. Raises ChainsFailed naming the chains
     that failed, after all the others finished."""
 
     def run_chains(
-        settings: RoarSettings, out: Path, chains: list[tuple[int, str]], on_chain: Callable[[], None]
+        settings: RoarSettings, out: Path, chains: list[tuple[int, MeasureSpec]], on_chain: Callable[[], None]
     ) -> None:
         failures = []
         with ray_runtime(options) as ray, progress_bar(len(chains), "chains", unit="chain") as bar:
@@ -73,9 +74,9 @@ def ray_chain_runner(
             running: dict = {}  # object ref -> (seed, measure)
             while queue or running:
                 while queue and len(running) < at_once:
-                    seed, measure = queue.pop()
-                    ref = task.remote(settings, out, seed, measure, options.worker_cpus)
-                    running[ref] = (seed, measure)
+                    seed, spec = queue.pop()
+                    ref = task.remote(settings, out, seed, spec, options.worker_cpus)
+                    running[ref] = (seed, spec.name)
                 [ref], _ = ray.wait(list(running), num_returns=1)
                 seed, measure = running.pop(ref)
                 try:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import contextlib
 import socket
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import ModuleType
 
 from fmm_fast.core.errors import UserError
+from fmm_fast.measures.spec import MeasureSpec
 
 CONNECT_TIMEOUT_S = (
     10.0  # a reachable head answers a TCP connect at once; Ray itself would retry for a minute
@@ -59,18 +60,16 @@ class ScaleOptions:
         return asdict(self)
 
 
-def check_scale_out(options: ScaleOptions, model: Path, measures: list[str]) -> None:
+def check_scale_out(options: ScaleOptions, model: Path, measures: Sequence[MeasureSpec]) -> None:
     """Refuse before any work starts: Ray missing, cluster unreachable, a model or measure actors cannot run
     (they run exported ONNX models, and no gradient measure)."""
-    from fmm_fast.measures import get_measure
-
     check_runtime(options)
     if model.suffix != ".onnx":
         raise UserError(
             f"--workers/--ray-address run an exported model, '{model}' is not an .onnx file; export it with "
             "`fmm-fast export --model CHECKPOINT --out MODEL.onnx` and pass --model MODEL.onnx"
         )
-    gradient = [m for m in measures if get_measure(m).needs_gradients]
+    gradient = [spec.name for spec in measures if spec.needs_gradients]
     if gradient:
         raise UserError(
             f"gradient measures ({', '.join(gradient)}) need PyTorch and the checkpoint on every worker, "

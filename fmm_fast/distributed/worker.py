@@ -18,7 +18,7 @@ import numpy as np
 from fmm_fast.api import predict_and_explain
 from fmm_fast.backends.engine import MaskBatchEngine
 from fmm_fast.core.datatypes import EncodedSplit
-from fmm_fast.measures import get_measure
+from fmm_fast.measures.spec import MeasureSpec
 from fmm_fast.protocols.erasure import erasure_steps, fully_masked, masked_positions
 
 
@@ -107,14 +107,13 @@ class ModelWorker:
         model: ModelFile,
         split: EncodedSplit,
         example_ids: np.ndarray,
-        measures: list[str],
+        measures: list[MeasureSpec],
         seed: int,
         batch_rows: int,
-        measure_options: dict,
         with_ends: bool,
     ) -> TaskResult:
         """The whole recursive erasure of a shard by every measure; see erase_shard."""
-        arguments = (split, example_ids, measures, seed, batch_rows, measure_options, with_ends)
+        arguments = (split, example_ids, measures, seed, batch_rows, with_ends)
         return self._timed(model, erase_shard, *arguments)
 
     def explain(
@@ -122,15 +121,13 @@ class ModelWorker:
         model: ModelFile,
         split: EncodedSplit,
         example_ids: np.ndarray,
-        measure: str,
+        spec: MeasureSpec,
         seed: int,
         batch_rows: int,
-        measure_options: dict,
     ) -> TaskResult:
         """Class probabilities (N, C) and one (T_i,) score array per example of a shard (example_ids: its
-        indices)."""
-        chosen = get_measure(measure, seed=seed, **measure_options)
-        return self._timed(model, _predict_and_explain, split, chosen, batch_rows, example_ids)
+        indices) by the measure `spec` seeded `seed`."""
+        return self._timed(model, _predict_and_explain, split, spec.build(seed), batch_rows, example_ids)
 
     def signals(self, model: ModelFile, sequences: list[np.ndarray]) -> TaskResult:
         """(N, L+1, D) MaSF signals of a shard of sequences."""
@@ -147,14 +144,13 @@ def erase_shard(
     engine: MaskBatchEngine,
     split: EncodedSplit,
     example_ids: np.ndarray,
-    measures: list[str],
+    measures: list[MeasureSpec],
     seed: int,
     batch_rows: int,
-    measure_options: dict,
     with_ends: bool,
 ) -> dict:
-    """Recursive erasure of a shard (example_ids: (N,) its indices in the whole split) by each measure
-    (measure_options: their cost knobs).
+    """Recursive erasure of a shard (example_ids: (N,) its indices in the whole split) by each measure of a
+    run seeded `seed`.
 
     Returns {"measures": {name: {"masked": per step j = 1..9, the masked positions of each example;
     "predictions": per step j = 1..9, (N,) predicted labels; "seconds"; "forward_passes"}}} and, with_ends,
@@ -165,24 +161,16 @@ def erase_shard(
     if with_ends:
         result["r0"] = engine.logits(split.input_ids).argmax(axis=1).tolist()
         result["r1"] = engine.logits(fully_masked(split, mask_id)).argmax(axis=1).tolist()
-    for name in measures:
+    for spec in measures:
         started, rows = time.perf_counter(), engine.stats.forward_rows
         steps = [
             step
             for step in erasure_steps(
-                name,
-                split,
-                engine,
-                list(split.input_ids),
-                1,
-                seed,
-                batch_rows,
-                measure_options=measure_options,
-                example_ids=example_ids,
+                spec, seed, split, engine, list(split.input_ids), 1, batch_rows, example_ids=example_ids
             )
             if step.predictions is not None  # r = 1 is the same for every measure: "r1"
         ]
-        result["measures"][name] = {
+        result["measures"][spec.name] = {
             "masked": [masked_positions(step.erased, mask_id) for step in steps],
             "predictions": [step.predictions.tolist() for step in steps],
             "seconds": time.perf_counter() - started,

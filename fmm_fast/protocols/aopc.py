@@ -30,17 +30,15 @@ from fmm_fast.core.reading import read_state
 from fmm_fast.core.records import versions, write_record
 from fmm_fast.core.settings import AopcSettings
 from fmm_fast.data.base import TextDataset
-from fmm_fast.measures import get_measure
 from fmm_fast.measures.external import ExternalExplanation
 from fmm_fast.protocols.aopc_metrics import THRESHOLDS, PeerScores, peer_metrics
 from fmm_fast.protocols.curve_stats import (
-    BASELINE,
     RATIOS,
     acu_racu_against_baseline,
     bootstrap_ci,
     format_ci,
 )
-from fmm_fast.protocols.erasure import explain_split, step_seed
+from fmm_fast.protocols.erasure import explain_split
 
 RUN_KIND = "aopc"
 RECORD_KIND = "peer-metrics"
@@ -114,10 +112,9 @@ def run_peer_evaluation(
     ran = settings.ran_in(loaded.precision.used)  # a resumed run must have run in the same precision
     claim_directory(run_dir, RUN_KIND, ran.fingerprint_fields(), files=RUN_FILES)
     gradient_engine: MaskBatchEngine | None = None
-    options = settings.measure_options
-    names = list(dict.fromkeys([BASELINE, *(get_measure(m, **options).name for m in settings.measures)]))
+    specs = {spec.name: spec for spec in settings.specs}  # rand first
     per_measure: dict[str, tuple[list[PeerScores], dict]] = {}
-    for name in [*names, *(e.name for e in external)]:
+    for name in [*specs, *(e.name for e in external)]:
         state_path = run_dir / "state" / f"{name}.json"
         saved = read_state(state_path, MEASURE_STATE, lambda state: len(state["examples"]) == len(split))
         if saved is not None:
@@ -128,8 +125,8 @@ def run_peer_evaluation(
         advance = None if progress is None else progress.update
         fixed = next((e for e in external if e.name == name), None)
         if fixed is None:
-            # the seed of the recursive protocol's first step, so `rand` draws the same first ranking
-            measure = get_measure(name, seed=step_seed(settings.seed, 1), **options)
+            # the recursive protocol's first step, so `rand` draws the same first ranking
+            measure = specs[name].build(settings.seed, 1)
             scoring_engine = engine
             if measure.needs_gradients:
                 if gradient_engine is None:

@@ -10,13 +10,13 @@ import numba
 import numpy as np
 import scipy.stats
 
+from fmm_fast.measures.spec import BASELINE
+
 # The masking ratios of method.md §4, rounded so that 0.3 is the float literal 0.3 (not 0.30000000000000004).
 RATIOS: np.ndarray = np.round(np.arange(11) / 10, 1)
 
 # docs/method.md §5: a bAbI model whose unmasked accuracy is at most this did not converge.
 BABI_CONVERGENCE_THRESHOLD = 0.5
-# The baseline measure every curve is compared with (docs/method.md §4).
-BASELINE = "rand"
 
 
 @numba.njit(cache=True)

@@ -26,17 +26,11 @@ from fmm_fast.core.records import versions, write_record
 from fmm_fast.core.settings import EvaluationSettings
 from fmm_fast.data.base import TextDataset
 from fmm_fast.data.masking import masked_count
-from fmm_fast.measures import get_measure
 from fmm_fast.measures.base import ExplainBatch, Measure
-from fmm_fast.protocols.curve_stats import BASELINE, RATIOS, acu_racu_against_baseline
+from fmm_fast.measures.spec import BASELINE, MeasureSpec
+from fmm_fast.protocols.curve_stats import RATIOS, acu_racu_against_baseline
 
 RUN_KIND = "evaluate"  # the run marker's kind and the record's
-
-
-def step_seed(seed: int, step: int) -> int:
-    """The seed of a measure's random draws at step `step` (1, 2, ...) of a run seeded `seed`: a fresh
-    measure per step with a step-derived seed, so a resumed run redraws identically."""
-    return seed * 1000 + step
 
 
 def erase_top(
@@ -104,27 +98,26 @@ class ErasureStep:
 
 
 def erasure_steps(
-    name: str,
+    spec: MeasureSpec,
+    seed: int,
     split: EncodedSplit,
     engine: MaskBatchEngine,
     current: list[np.ndarray],
     first_step: int,
-    seed: int,
     batch_rows: int,
     fixed_scores: list[list[float]] | None = None,
     on_batch: Callable[[int], None] | None = None,
     engine_for: Callable[[Measure], MaskBatchEngine] | None = None,
-    measure_options: dict | None = None,
     example_ids: np.ndarray | None = None,
 ) -> Iterator[ErasureStep]:
-    """Recursive erasure of `split` by measure `name` from step `first_step` (inputs `current`) to r = 1.
+    """Recursive erasure of `split` by the measure `spec` (of a run seeded `seed`) from step `first_step`
+    (inputs `current`) to r = 1.
 
     Yields each step as it finishes, so a caller can save it before the next one starts. The erasure of an
     example depends only on that example, so any sharding of a split gives the same steps (up to fp32 noise
     from other batch compositions). `engine` scores the erased inputs; engine_for(measure) is the engine a
-    measure explains on (default `engine`; gradient measures need a gradient backend). measure_options:
-    the measure's cost knobs (get_measure's options). example_ids: (N,) the examples' indices in the whole
-    split when `split` is a shard of it (default 0..N-1).
+    measure explains on (default `engine`; gradient measures need a gradient backend). example_ids: (N,)
+    the examples' indices in the whole split when `split` is a shard of it (default 0..N-1).
     """
     mask_id = engine.info.mask_id
     report = on_batch or (lambda _: None)
@@ -135,7 +128,7 @@ def erasure_steps(
             report(len(split))
             yield ErasureStep(step, fully_masked(split, mask_id), None, fixed_scores)
             return
-        measure = get_measure(name, seed=step_seed(seed, step), **(measure_options or {}))
+        measure = spec.build(seed, step)  # a fresh measure per step: a resumed run redraws identically
         if measure.recursive or fixed_scores is None:
             explaining = engine if engine_for is None else engine_for(measure)
             scores = explain_split(measure, explaining, current, split, batch_rows, report, example_ids)
@@ -152,11 +145,6 @@ def erasure_steps(
         # this scoring pass serves as the next step's LOO reference from the engine's cache
         predictions = engine.logits(current).argmax(axis=1)
         yield ErasureStep(step, current, predictions, fixed_scores)
-
-
-def measure_names(measures: Sequence[str], options: dict | None = None) -> list[str]:
-    """Canonical names ("beam" → "beam-sign-10"), `rand` first, each once (one state, one result each)."""
-    return list(dict.fromkeys([BASELINE, *(get_measure(m, **(options or {})).name for m in measures)]))
 
 
 def fully_masked(split: EncodedSplit, mask_id: int) -> list[np.ndarray]:
@@ -201,6 +189,7 @@ def undefined_racu_reason(predicted: np.ndarray, label_names: Sequence[str], met
 
 
 def erasure_result(
+    specs: Sequence[MeasureSpec],
     states: dict[str, dict],
     labels: np.ndarray,
     metric: str,
@@ -208,19 +197,20 @@ def erasure_result(
     predicted: np.ndarray,
     label_names: Sequence[str],
 ) -> dict:
-    """Curves, ACU/RACU against `rand` and costs from each measure's finished state ("curve": one metrics
-    dict per ratio, "seconds", "forward_passes"); labels: (N,) gold labels (the majority baseline: the
-    majority predictor's `metric`); predicted: (L,) examples predicted as each of the model's L labels
-    `label_names` at r = 0 (why a RACU is undefined, if one is)."""
+    """Curves, ACU/RACU against `rand` and costs from the finished state of each measure of `specs`
+    ("curve": one metrics dict per ratio, "seconds", "forward_passes"); labels: (N,) gold labels (the
+    majority baseline: the majority predictor's `metric`); predicted: (L,) examples predicted as each of
+    the model's L labels `label_names` at r = 0 (why a RACU is undefined, if one is)."""
     metric_names = list(states[BASELINE]["curve"][0])
     curves = {
         name: {m: [point[m] for point in s["curve"]] for m in metric_names} for name, s in states.items()
     }
     scores = acu_racu_against_baseline({name: curve[metric] for name, curve in curves.items()})
     majority = majority_metric(labels, metric, len(label_names))
+    signed = {spec.name: spec.signed for spec in specs}
     measures = {
         name: {
-            "signed": bool(get_measure(name).signed),
+            "signed": signed[name],
             "acu": acu,
             "racu": racu,
             "seconds": float(states[name]["seconds"]),
@@ -328,8 +318,9 @@ class ErasureRun:
         return self._gradient_engine
 
     # -- one curve -----------------------------------------------------------------------------
-    def run_measure(self, name: str, shared: dict[str, dict[str, float]]) -> dict:
+    def run_measure(self, spec: MeasureSpec, shared: dict[str, dict[str, float]]) -> dict:
         """Curve of one measure; resumes from its state file. Returns the finished state."""
+        name = spec.name
         state = self._load_state(name) or {
             "measure": name,
             "curve": [shared["r0"]],
@@ -345,17 +336,16 @@ class ErasureRun:
         progress = self._progress(name, (steps_total - done) * len(self.split))
         started, rows_before = time.perf_counter(), self.engine.stats.forward_rows
         steps = erasure_steps(
-            name,
+            spec,
+            self.settings.seed,
             self.split,
             self.engine,
             apply_masked(self.split.input_ids, state["masked"], self.mask_id),
             done + 1,
-            self.settings.seed,
             self.settings.engine.explain_batch_rows,
             state["fixed_scores"],
             lambda k: progress_update(progress, k),
             self._engine_for,
-            self.settings.measure_options,
         )
         for step in steps:
             metrics = (  # no measure is computed at r = 1: the shared fully masked point
@@ -396,12 +386,12 @@ class ErasureRun:
             }
             self._save_state("shared", shared)
         # canonical names ("beam" → "beam-sign-10"): one state file and one result key per measure
-        names = measure_names(self.settings.measures, self.settings.measure_options)
-        states = {name: self.run_measure(name, shared) for name in names}
+        specs = self.settings.specs
+        states = {spec.name: self.run_measure(spec, shared) for spec in specs}
         seconds = time.perf_counter() - started
         info = self.engine.info
         return erasure_result(
-            states, self.split.labels, self.metric, seconds, shared["r0_predicted"], info.label_names
+            specs, states, self.split.labels, self.metric, seconds, shared["r0_predicted"], info.label_names
         )
 
 

@@ -25,8 +25,8 @@ from fmm_fast.core.errors import UserError
 from fmm_fast.core.reading import read_checked
 from fmm_fast.core.records import versions, write_record
 from fmm_fast.data.options import DataOptions, open_split
-from fmm_fast.measures import get_measure
 from fmm_fast.measures.ranking import top_k_positions
+from fmm_fast.measures.spec import MeasureSpec, resolve_measure
 from fmm_fast.protocols.plausibility import plausibility
 
 
@@ -115,8 +115,7 @@ def run_supporting_overlap(
     if not plan:
         raise UserError("the overlap plan names no measure; pass e.g. [('loo-abs', 100)]")
     ks = [_check_k(k) for k in ks]
-    for measure, _ in plan:
-        get_measure(measure)  # a typo fails before any work
+    specs = {measure: resolve_measure(measure) for measure, _ in plan}  # a typo fails before any work
     loaded = load_model(model)
     largest = max(limit for _, limit in plan)
     _, encoded = open_split(loaded, replace(data, limit=largest))
@@ -137,7 +136,7 @@ def run_supporting_overlap(
         done = record["measures"].get(measure)
         if done is not None and done["n_examples"] == len(subset):
             continue
-        record["measures"][measure] = _measure_overlap(loaded, subset, measure, ks, seed)
+        record["measures"][measure] = _measure_overlap(loaded, subset, specs[measure], ks, seed)
         write_record(out, record)
     return record
 
@@ -162,7 +161,7 @@ def _load_record(out: Path, settings: dict) -> dict:
 def _measure_overlap(
     loaded: LoadedModel,
     subset: EncodedSplit,
-    measure: str,
+    measure: MeasureSpec,
     ks: Sequence[int],
     seed: int,
 ) -> dict:

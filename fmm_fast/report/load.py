@@ -225,10 +225,10 @@ def _parse_result(path: Path, data: object) -> EvaluationResult:
 
 
 def _signed(name: str) -> bool:
-    from fmm_fast.measures.registry import get_measure  # the measures' own word; imports no torch
+    from fmm_fast.measures.spec import resolve_measure  # the measures' own word; imports no torch
 
     try:
-        return get_measure(name).signed
+        return resolve_measure(name).signed
     except UserError as error:
         raise _MalformedResult(str(error)) from None
 

@@ -19,7 +19,7 @@ from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.core.records import Stopwatch
 from fmm_fast.core.settings import RoarSettings
 from fmm_fast.data.base import TextDataset
-from fmm_fast.measures import get_measure
+from fmm_fast.measures.spec import MeasureSpec
 from fmm_fast.protocols.roar.explaining import Passes, explain_dataset
 from fmm_fast.protocols.roar.masking import (
     MaskedDataset,
@@ -67,7 +67,7 @@ class Chain:
         settings: RoarSettings,
         out: Path,
         seed: int,
-        measure: str,
+        spec: MeasureSpec,
         data: SeedData,
         report: Report | None = None,
         on_batch: Callable[[int], None] | None = None,
@@ -76,15 +76,14 @@ class Chain:
         self.settings = settings
         self.out = out
         self.seed = seed
-        self.measure = measure
+        self.spec = spec
+        self.measure = spec.name
         self.data = data
-        self.folder = seed_dir(out, seed) / measure
+        self.folder = seed_dir(out, seed) / spec.name
         self.report = report or (lambda *_: None)
         self.on_batch = on_batch
         self.progress = progress  # training's own progress bar
-        self.ranks_once = (
-            not settings.recursive or not get_measure(measure, **settings.measure_options).recursive
-        )
+        self.ranks_once = not settings.recursive or not spec.recursive
 
     def run(self, on_step: Callable[[dict], None] | None = None) -> list[dict]:
         """Every step's record, finished ones read back; on_step(record) after each newly finished step."""
@@ -122,7 +121,7 @@ class Chain:
         self, step: int, current: MaskedDataset, model: Path
     ) -> tuple[dict[str, list[np.ndarray]], Passes]:
         return explain_dataset(
-            self.settings, self.measure, self.seed, step, model, self.data.encoded, current, self.on_batch
+            self.settings, self.spec, self.seed, step, model, self.data.encoded, current, self.on_batch
         )
 
     def run_step(self, step: int, ratio: float, current: MaskedDataset, model: Path, directory: Path) -> dict:

@@ -13,9 +13,9 @@ from fmm_fast.backends.loading import load_model
 from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.core.settings import RoarSettings
 from fmm_fast.data.base import SPLIT_NAMES
-from fmm_fast.measures import get_measure
 from fmm_fast.measures.gradient import GradientMeasure
-from fmm_fast.protocols.erasure import explain_split, step_seed
+from fmm_fast.measures.spec import MeasureSpec
+from fmm_fast.protocols.erasure import explain_split
 from fmm_fast.protocols.roar.masking import MaskedDataset
 
 
@@ -42,7 +42,7 @@ def example_ids(encoded: dict[str, EncodedSplit]) -> dict[str, np.ndarray]:
 
 def explain_dataset(
     settings: RoarSettings,
-    measure_name: str,
+    spec: MeasureSpec,
     seed: int,
     step: int,
     model: Path,
@@ -50,12 +50,12 @@ def explain_dataset(
     current: MaskedDataset,
     on_batch: Callable[[int], None] | None = None,
 ) -> tuple[dict[str, list[np.ndarray]], Passes]:
-    """Scores of `measure_name` at step `step` (its random draws seeded per example and step, as recursive
-    erasure seeds them) by the checkpoint `model` on the inputs `current` of every split, and the passes it
-    ran."""
+    """Scores of the measure `spec` at step `step` (its random draws seeded per example and step, as
+    recursive erasure seeds them) by the checkpoint `model` on the inputs `current` of every split, and
+    the passes it ran."""
     loaded = load_model(model, settings.backend)
     engine = MaskBatchEngine(loaded.backend, token_budget=settings.engine.token_budget)
-    measure = get_measure(measure_name, seed=step_seed(seed, step), **settings.measure_options)
+    measure = spec.build(seed, step)
     ids = example_ids(encoded)
     scores = {
         name: explain_split(

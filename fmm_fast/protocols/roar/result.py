@@ -11,8 +11,8 @@ import numpy as np
 
 from fmm_fast.core.records import versions
 from fmm_fast.core.settings import RoarSettings
+from fmm_fast.measures.spec import BASELINE
 from fmm_fast.protocols.curve_stats import acu_racu_against_baseline
-from fmm_fast.protocols.erasure import BASELINE
 from fmm_fast.protocols.roar.steps import read_step, seed_dir, step_name
 
 PHASES = ("train", "explain", "mask", "evaluate")
@@ -48,10 +48,9 @@ def curve_scores(
     return scores
 
 
-def roar_result(
-    settings: RoarSettings, out: Path, names: list[str], metric: str, majority: float
-) -> dict[str, Any]:
+def roar_result(settings: RoarSettings, out: Path, metric: str, majority: float) -> dict[str, Any]:
     """The whole run's result.json record (see /docs/method.md's Recursive ROAR section for the protocol)."""
+    names = [spec.name for spec in settings.specs]  # rand first
     seeds: dict[str, Any] = {}
     cost = {"trainings": 0, "forward_passes": 0, "backward_passes": 0, "seconds": dict.fromkeys(PHASES, 0.0)}
     counted: set[str] = set()

@@ -17,7 +17,8 @@ from fmm_fast.core.records import Stopwatch, write_record
 from fmm_fast.core.settings import EvaluationSettings, RoarSettings
 from fmm_fast.data.base import SPLIT_NAMES, TextDataset
 from fmm_fast.data.tokenization import encode_split
-from fmm_fast.protocols.erasure import evaluate_model, measure_names
+from fmm_fast.measures.spec import MeasureSpec
+from fmm_fast.protocols.erasure import evaluate_model
 from fmm_fast.protocols.roar.chain import Chain, SeedData
 from fmm_fast.protocols.roar.explaining import Passes
 from fmm_fast.protocols.roar.masking import all_masked, dataset_digest, unmasked
@@ -38,7 +39,7 @@ RESULT = "result.json"
 RUN_FILE = "run.json"  # train()'s record
 
 # Runs the chains of (seed, measure) pairs elsewhere (Ray), calling back after each; None: here, in turn.
-ChainRunner = Callable[[RoarSettings, Path, list[tuple[int, str]], Callable[[], None]], None]
+ChainRunner = Callable[[RoarSettings, Path, list[tuple[int, MeasureSpec]], Callable[[], None]], None]
 
 
 def load_data(settings: RoarSettings) -> TextDataset:
@@ -129,7 +130,6 @@ class RoarRun:
         self.settings = settings
         self.out = out
         self.progress = progress
-        self.names = measure_names(settings.measures, settings.measure_options)  # rand first
         self.bar = None
 
     def run(self, overwrite: bool = False, chain_runner: ChainRunner | None = None) -> dict:
@@ -137,7 +137,7 @@ class RoarRun:
         owned = [RESULT, LOGS, *(seed_dir(out, seed).name for seed in settings.seeds)]
         claim_directory(out, "roar", settings.fingerprint_fields(), overwrite, files=owned)
         dataset = load_data(settings)
-        chains = [(seed, name) for seed in settings.seeds for name in self.names]
+        chains = [(seed, spec) for seed in settings.seeds for spec in settings.specs]  # rand first
         total = len(settings.seeds) * 2 + len(chains) * settings.steps
         self.bar = progress_bar(total, "roar", unit="step", quiet=not self.progress)
         data = {}
@@ -155,9 +155,9 @@ class RoarRun:
             chain_runner(settings, out, chains, self.write_result)
             self.bar.update(len(chains) * settings.steps)
         else:
-            for seed, name in chains:
+            for seed, spec in chains:
                 chain = Chain(
-                    settings, out, seed, name, data[seed], self.phase, self.explained, self.progress
+                    settings, out, seed, spec, data[seed], self.phase, self.explained, self.progress
                 )
                 chain.run(on_step=self.finished_step)
                 self.bar.update(settings.steps)
@@ -185,7 +185,7 @@ class RoarRun:
         shape = {"dataset": {"metric": str, "truncation": {"test": dict}}, "majority_metrics": {"*": float}}
         run = read_checked(step0 / RUN_FILE, shape, f"remove {step0} and rerun: its model is trained again")
         metric = run["dataset"]["metric"]
-        result = roar_result(self.settings, self.out, self.names, metric, run["majority_metrics"][metric])
+        result = roar_result(self.settings, self.out, metric, run["majority_metrics"][metric])
         result["truncation"] = run["dataset"]["truncation"]["test"]  # what the cut to the model's length cut
         write_record(self.out / RESULT, result)
         return result

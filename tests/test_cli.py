@@ -9,6 +9,7 @@ import pytest
 from test_user_texts import assert_self_contained
 
 from fmm_fast.cli import main
+from fmm_fast.core.records import read_record
 
 
 def data_flags(data: dict) -> list[str]:
@@ -75,6 +76,30 @@ def test_explain_writes_jsonl_and_html(tiny_babi, tmp_path):
     page = out.with_suffix(".html").read_text()
     assert page.count('<section class="example"') == 3 and page.count('class="legend"') == 2
     assert "https://" not in page and "http://" not in page  # nothing is fetched
+    record = read_record(out.with_suffix(".run.json"))  # a run record, like every command's
+    assert (record["kind"], record["n_examples"], record["seed"]) == ("explain", 3, 0)
+    assert record["measures"] == ["int-grad-abs", "loo-sign"] and record["arguments"]["data"]["limit"] == 3
+    assert record["model"]["path"] == str(checkpoint) and record["model"]["backend"] == "torch:cpu"
+    assert record["files"] == [out.name, out.with_suffix(".html").name]
+    assert set(record["durations"]["measures_seconds"]) == {"int-grad-abs", "loo-sign"}
+
+
+def test_explain_record_keeps_the_measures_given_and_replaces_only_its_own(tiny_babi, tmp_path, capsys):
+    _, onnx_path, data = tiny_babi
+    out = tmp_path / "e.jsonl"
+    argv = ["explain", "--model", str(onnx_path), *data_flags(data), "--limit", "2", "--out", str(out), "-q"]
+    assert main([*argv, "-m", "beam", "-m", "rand", "--measure-option", "beam_size=2"]) == 0
+    record = read_record(out.with_suffix(".run.json"))
+    assert record["arguments"]["measures"] == ["beam", "rand"]  # what the user gave
+    assert record["measures"] == ["beam-sign-2", "rand"] and "workers" not in record  # what ran
+    assert main([*argv, "-m", "rand", "--overwrite"]) == 0  # its own record is replaced
+    assert read_record(out.with_suffix(".run.json"))["measures"] == ["rand"]
+    mine = tmp_path / "mine.run.json"
+    mine.write_text('{"kind": "notes"}\n')  # a user's file where the record would go
+    capsys.readouterr()
+    assert main([*argv[:-3], "--out", str(tmp_path / "mine.jsonl"), "-m", "rand", "--overwrite"]) == 2
+    assert "is not an explanations file fmm-fast wrote" in capsys.readouterr().err
+    assert mine.read_text() == '{"kind": "notes"}\n' and not (tmp_path / "mine.jsonl").exists()
 
 
 def test_masf_on_the_onnx_model(tiny_babi, tmp_path, capsys):

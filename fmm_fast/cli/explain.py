@@ -1,4 +1,5 @@
-"""`fmm-fast explain`: importance scores for the examples of a dataset split, as JSON Lines (+ HTML)."""
+"""`fmm-fast explain`: importance scores for the examples of a dataset split, as JSON Lines (+ HTML), and the
+run record beside them."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from fmm_fast.backends.loading import load_model
+from fmm_fast.backends.loading import LoadedModel, load_model
 from fmm_fast.cli.app import app
 from fmm_fast.cli.options import (
     MeasureOptionsOption,
@@ -21,31 +22,58 @@ from fmm_fast.cli.options import (
     parse_measure_options,
     scale_options,
 )
+from fmm_fast.core.datatypes import EncodedSplit
+from fmm_fast.core.errors import UserError
 from fmm_fast.core.outputs import check_file, output_lock
 from fmm_fast.core.progress import progress_bar
+from fmm_fast.core.records import Stopwatch, read_record, split_run_header, versions, write_record
 from fmm_fast.core.settings import BackendOptions, EngineOptions, ExplainSettings
+from fmm_fast.data.base import TextDataset
 from fmm_fast.data.options import DataOptions, open_split
 from fmm_fast.distributed.runtime import ScaleOptions, check_scale_out, check_worker_precision
 from fmm_fast.report.pages.document import GENERATOR
 
 EXPLANATION_KEYS = {"tokens", "scores", "measure"}  # in every line `fmm-fast explain` writes
+RECORD_KIND = "explain"
+RECORD_SUFFIX = ".run.json"  # OUT's run record: OUT with this suffix
 
 
 def written_by_explain(path: Path) -> bool:
     """Whether `path` is what `fmm-fast explain` writes: JSON Lines whose first line is an explanation,
-    or the HTML page of one (whose head carries fmm-fast's generator tag)."""
+    the HTML page of one (whose head carries fmm-fast's generator tag), or its run record."""
     try:
+        if path.name.endswith(RECORD_SUFFIX):
+            return read_record(path).get("kind") == RECORD_KIND
         with path.open(encoding="utf-8") as handle:
-            head = handle.read(4096) if path.suffix == ".html" else handle.readline()
-    except (OSError, UnicodeDecodeError):
-        return False
-    if path.suffix == ".html":
-        return GENERATOR in head
-    try:
-        first = json.loads(head)
-    except ValueError:
+            if path.suffix == ".html":
+                return GENERATOR in handle.read(4096)
+            first = json.loads(handle.readline())
+    except (OSError, ValueError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         return False
     return isinstance(first, dict) and set(first) >= EXPLANATION_KEYS
+
+
+def explain_record(
+    settings: ExplainSettings,
+    loaded: LoadedModel,
+    dataset: TextDataset,
+    encoded: EncodedSplit,
+    files: list[Path],
+    seconds: dict[str, float],
+    total_seconds: float,
+    workers: dict | None,
+) -> dict:
+    """OUT's run record: what ran on what (the arguments as given, the measures resolved), the files it
+    wrote, the seconds of each measure and in all, and with Ray the workers' account."""
+    record = {
+        **split_run_header(RECORD_KIND, settings, loaded, dataset, encoded),
+        "measures": [spec.name for spec in settings.specs],
+        "n_examples": len(encoded),
+        "files": [path.name for path in files],
+        "durations": {"measures_seconds": seconds, "total_seconds": total_seconds},
+        "versions": versions(),
+    }
+    return record if workers is None else {**record, "workers": workers}
 
 
 @app.command()
@@ -66,7 +94,8 @@ def explain(
         ...,
         "--out",
         help="Output .jsonl file: one line per example and measure (tokens, their character offsets, label, "
-        "prediction, its probability, scores), in example order.",
+        "prediction, its probability, scores), in example order; its run record (what ran, on what, how "
+        "long) goes to OUT with the suffix .run.json.",
     ),
     measure_option: MeasureOptionsOption = [],  # noqa: B006  (typer copies the default)
     seed: SeedOption = 0,
@@ -84,12 +113,15 @@ def explain(
     scale: ScaleOptions | None,
 ) -> None:
     """Explain the gold-label logit of each example with one or more importance measures."""
+    page, record_path = out.with_suffix(".html"), out.with_suffix(RECORD_SUFFIX)
+    if out in (page, record_path):
+        raise UserError(f"--out {out} is where its page or run record goes; give it the suffix .jsonl")
     settings = ExplainSettings(
         str(model), data, tuple(measure), seed, parse_measure_options(measure_option), engine, backend
     )
     if scale is not None:
         check_scale_out(scale, model, settings.specs)
-    page = out.with_suffix(".html")
+    clock = Stopwatch()
     with output_lock(out, file=True):  # before the model and data load: a second process exits at once
         # these load Numba and SciPy: imported on use, so --help starts fast (and after the lock)
         from fmm_fast.api import explain_encoded, save_explanations
@@ -97,15 +129,16 @@ def explain(
         from fmm_fast.distributed.pool import open_pool
         from fmm_fast.report.pages.explain_page import write_explanations_page
 
-        for path in [out, page] if html else [out]:
+        for path in [out, record_path, page] if html else [out, record_path]:
             check_file(path, overwrite, written_by_explain, "an explanations file")
         loaded = load_model(model, backend)
         check_worker_precision(scale, loaded.precision.used)
         print(f"model {model} on {loaded.backend.name}")
         dataset, encoded = open_split(loaded, data)
-        explanations = []
+        explanations, seconds = [], {}
         with open_pool(scale, model, backend.provider, engine.token_budget) as pool:
             for spec in settings.specs:
+                measure_clock = Stopwatch()
                 with progress_bar(len(encoded), spec.name, quiet=quiet) as bar:
                     arguments = (loaded, encoded, spec, settings.seed)
                     options = {"batch_rows": engine.explain_batch_rows, "on_batch": bar.update}
@@ -115,9 +148,15 @@ def explain(
                         )
                     else:  # the workers' engines have the token budget
                         explanations += explain_sharded(pool, *arguments, **options)
+                seconds[spec.name] = measure_clock.seconds
+            workers = None if pool is None else pool.record()
         save_explanations(out, explanations)
         print(f"wrote {len(explanations)} explanations ({len(encoded)} examples) to {out}")
         if html:
             about = [f"model {model} ({loaded.info.strategy}); {dataset.name}, {data.split} split"]
             write_explanations_page(page, explanations, about)
             print(f"wrote {page}")
+        files = [out, page] if html else [out]
+        record = explain_record(settings, loaded, dataset, encoded, files, seconds, clock.seconds, workers)
+        write_record(record_path, record)  # last: a record says the run finished
+        print(f"wrote its run record {record_path}")

@@ -10,9 +10,15 @@ import platform
 import time
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from fmm_fast import __version__
 from fmm_fast.core.errors import UserError
+
+if TYPE_CHECKING:
+    from fmm_fast.backends.loading import LoadedModel
+    from fmm_fast.core.datatypes import EncodedSplit
+    from fmm_fast.data.base import TextDataset
 
 RECORDED_PACKAGES = ("fmm-fast", "torch", "transformers", "onnxruntime", "numpy")
 
@@ -26,6 +32,25 @@ def versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             continue
     return found
+
+
+def split_run_header(
+    kind: str, settings: Any, loaded: LoadedModel, dataset: TextDataset, encoded: EncodedSplit
+) -> dict[str, Any]:
+    """What the record of a run over one split of `dataset` starts with: its kind, the settings as given
+    (their to_dict(); `data` and `seed` among them), the model that ran and the truncation to its length
+    cut of `encoded`."""
+    return {
+        "kind": kind,
+        "fmm_fast_version": __version__,
+        "arguments": settings.to_dict(),
+        "model": loaded.describe(settings.model),
+        "dataset": dataset.name,
+        "dataset_file": dataset.file,
+        "split": settings.data.split,
+        "seed": settings.seed,
+        "truncation": encoded.truncation(),
+    }
 
 
 NON_FINITE_FIELD = "non_finite"

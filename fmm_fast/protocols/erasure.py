@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 
-from fmm_fast import __version__
 from fmm_fast.backends.engine import MaskBatchEngine
 from fmm_fast.backends.loading import LoadedModel, gradient_backend
 from fmm_fast.core.datatypes import EncodedSplit, pad_batch, save_ragged
@@ -22,7 +21,7 @@ from fmm_fast.core.errors import UserError
 from fmm_fast.core.metrics import compute_metrics, majority_metric
 from fmm_fast.core.outputs import claim_directory
 from fmm_fast.core.reading import read_state
-from fmm_fast.core.records import versions, write_record
+from fmm_fast.core.records import split_run_header, versions, write_record
 from fmm_fast.core.settings import EvaluationSettings
 from fmm_fast.data.base import TextDataset
 from fmm_fast.data.masking import masked_count
@@ -441,15 +440,7 @@ def evaluation_record(
     """The result.json record of one seed: what ran, on what (with what truncation to the model's length
     cut of `encoded`), and erasure_result's curves and scores."""
     return {
-        "kind": RUN_KIND,
-        "fmm_fast_version": __version__,
-        "arguments": settings.to_dict(),
-        "model": loaded.describe(settings.model),
-        "dataset": dataset.name,
-        "dataset_file": dataset.file,
-        "split": settings.data.split,
-        "seed": settings.seed,
-        "truncation": encoded.truncation(),
+        **split_run_header(RUN_KIND, settings, loaded, dataset, encoded),
         **result,
         "engine": engine,
         "versions": versions(),

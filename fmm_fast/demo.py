@@ -1,27 +1,29 @@
 """The embedded demo: the whole method, offline, on a laptop CPU, in minutes.
 
 masked fine-tuning of a pretrained MiniLM on movie-review sentences → ONNX export → recursive erasure of
-seven measures (beam on a smaller subset) → MaSF → one table. Every step writes its usual files.
+seven measures (beam on a smaller subset) → MaSF → one table. Every step writes its usual files, and a
+rerun skips a step whose run marker says it finished with the same fingerprint (fmm_fast.core.outputs): a
+changed setting redoes the steps it changes, and those after them whose inputs changed.
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from fmm_fast.backends.engine import MaskBatchEngine
-from fmm_fast.backends.loading import load_model
-from fmm_fast.core.outputs import claim_directory
+from fmm_fast.backends.loading import LoadedModel, load_model
+from fmm_fast.core.outputs import claim_directory, finish_run, finished_run
 from fmm_fast.core.progress import progress_bar
-from fmm_fast.core.records import versions, write_record
+from fmm_fast.core.records import read_record, versions, write_record
 from fmm_fast.core.settings import EvaluationSettings, MasfSettings, TrainSettings
 from fmm_fast.data.options import DataOptions, open_split
 from fmm_fast.export.onnx_export import export_onnx
 from fmm_fast.measures.spec import resolve_measure
 from fmm_fast.protocols.curve_stats import RATIOS
-from fmm_fast.protocols.erasure import evaluate_model
+from fmm_fast.protocols.erasure import RUN_FILES, RUN_KIND, evaluate_model
 from fmm_fast.protocols.masf.run import masf_record, run_masf
 from fmm_fast.protocols.masf.statistic import CALIBRATION_METHODS
 from fmm_fast.report.plots import plot_p_values, plot_run_curves
@@ -68,9 +70,9 @@ DEMO_FILES = ("train", "model.onnx", "curves", "beam", "masf.json", "masf.png", 
 
 
 def run_demo(out: Path, config: DemoConfig) -> dict:
-    """Run every step into `out` (claimed as a demo of this config: a rerun resumes it, see
-    fmm_fast.core.outputs); returns the summary record (also out/demo.json)."""
-    claim_directory(out, "demo", asdict(config), files=DEMO_FILES)
+    """Run every step into `out` (claimed as a demo's: a rerun reuses the steps that finished with the same
+    settings and redoes the others); returns the summary record (also out/demo.json)."""
+    claim_directory(out, "demo", {}, files=DEMO_FILES)  # its steps' markers hold their settings
     steps: dict[str, float] = {}
     clock = time.perf_counter()
 
@@ -80,13 +82,13 @@ def run_demo(out: Path, config: DemoConfig) -> dict:
         print(f"demo: {name} done in {steps[name]} s", file=sys.stderr)
         clock = time.perf_counter()
 
-    checkpoint = out / "train" / "model"
-    if not checkpoint.is_dir():
-        train(config.train_settings(), out / "train")
+    train_settings, onnx_path = config.train_settings(), out / "model.onnx"
+    if not finished_run(out / "train", "train", train_settings.fingerprint_fields()):
+        onnx_path.unlink(missing_ok=True)  # exported from the model this step replaces
+        train(train_settings, out / "train", overwrite=True)
     lap("train")
-    onnx_path = out / "model.onnx"
-    if not onnx_path.is_file():
-        export_onnx(checkpoint, onnx_path)
+    if not onnx_path.is_file():  # a file output: its marker is the training step's, which removes it
+        export_onnx(out / "train" / "model", onnx_path)
     lap("export")
     loaded = load_model(onnx_path)
     engine = MaskBatchEngine(loaded.backend)
@@ -96,10 +98,7 @@ def run_demo(out: Path, config: DemoConfig) -> dict:
         ("beam", [BEAM_MEASURE], config.beam_limit),
     ]:
         settings = EvaluationSettings(str(onnx_path), config.data(limit), tuple(measures), config.seed)
-        dataset, encoded = open_split(loaded, settings.data)
-        curves[name] = evaluate_model(
-            loaded, dataset, encoded, settings, out / name, engine, progress_factory=progress_bar
-        )
+        curves[name] = _evaluation(loaded, engine, settings, out / name)
         lap(f"evaluate-{name}")
     # Calibrate on the whole validation split (disjoint from train whatever the size): a capped one of a
     # few hundred sentences saturates MaSF's in-sample calibration (MaSFCalibration.p_value_floor). Both
@@ -134,4 +133,21 @@ def run_demo(out: Path, config: DemoConfig) -> dict:
         "versions": versions(),
     }
     write_record(out / "demo.json", summary)
+    finish_run(out)
     return summary
+
+
+def _evaluation(
+    loaded: LoadedModel, engine: MaskBatchEngine, settings: EvaluationSettings, out: Path
+) -> dict:
+    """The result record of an evaluation step: read back when `out` holds it finished with these settings
+    (its fingerprint leaves out the measures, so they are checked too), else run (resuming a run of these
+    same settings, replacing one of others)."""
+    ran = settings.ran_in(loaded.precision.used)
+    if finished_run(out, RUN_KIND, ran.fingerprint_fields()):
+        record = read_record(out / "result.json")
+        if {spec.name for spec in settings.specs} <= set(record["measures"]):
+            return record
+    claim_directory(out, RUN_KIND, ran.fingerprint_fields(), overwrite=True, files=RUN_FILES)
+    dataset, encoded = open_split(loaded, settings.data)
+    return evaluate_model(loaded, dataset, encoded, settings, out, engine, progress_factory=progress_bar)

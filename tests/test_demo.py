@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from dataclasses import fields
+from dataclasses import fields, replace
 
-from fmm_fast.core.records import read_record
+from fmm_fast.core.records import dumps_record, read_record
 from fmm_fast.core.settings import EvaluationSettings, MasfSettings, TrainSettings
 from fmm_fast.demo import BEAM_MEASURE, DemoConfig, run_demo
 from fmm_fast.training.base_models import TINY_ROBERTA
@@ -37,3 +37,31 @@ def test_demo_pipeline_writes_every_step_and_calibrates_on_the_whole_validation_
         record = read_record(tmp_path / name)
         assert set(record["arguments"]) == {f.name for f in fields(settings)}
     assert read_record(tmp_path / "masf.json")["kind"] == "masf"
+
+
+def test_a_rerun_skips_the_steps_whose_markers_say_they_finished_alike_and_redoes_changed_ones(
+    tmp_path, monkeypatch
+) -> None:
+    import fmm_fast.demo
+
+    ran: list[str] = []
+    for name in ("train", "export_onnx", "evaluate_model"):
+        real = getattr(fmm_fast.demo, name)
+        monkeypatch.setattr(
+            fmm_fast.demo,
+            name,
+            lambda *args, _real=real, _name=name, **kw: ran.append(_name) or _real(*args, **kw),
+        )
+    config = DemoConfig(model=TINY_ROBERTA, lr=1e-3, train_size=300, eval_limit=2, beam_limit=1)
+    first = run_demo(tmp_path, config)
+    assert ran == ["train", "export_onnx", "evaluate_model", "evaluate_model"]
+    ran.clear()
+    again = run_demo(tmp_path, config)  # nothing changed: every marked step is reused
+    assert ran == [] and dumps_record(again["measures"]) == dumps_record(first["measures"])  # NaN-safe
+    more = run_demo(tmp_path, replace(config, eval_limit=3))  # only the curves' step sees another limit
+    assert ran == ["evaluate_model"]
+    assert read_record(tmp_path / "curves" / "result.json")["n_examples"] == 3
+    assert dumps_record(more["measures"]["beam"]) == dumps_record(first["measures"]["beam"])
+    ran.clear()
+    run_demo(tmp_path, replace(config, eval_limit=3, lr=2e-3))  # another model: every step after training
+    assert ran == ["train", "export_onnx", "evaluate_model", "evaluate_model"]

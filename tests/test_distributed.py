@@ -245,6 +245,7 @@ def test_a_sharded_run_claims_its_directory_like_one_process(
         "kind": "evaluate",
         "fields": json.loads(json.dumps(fields)),
         "files": ["state", "masked", "result.json"],
+        "finished": True,
     }
     other_seed = replace(settings(snippets_onnx), seed=7)
     with pytest.raises(UserError, match=r"seed \(0 → 7\)"):

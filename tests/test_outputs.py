@@ -16,7 +16,15 @@ import pytest
 from fmm_fast.cli import main
 from fmm_fast.core.digest import CACHE_FILE, content_sha256
 from fmm_fast.core.errors import UserError
-from fmm_fast.core.outputs import RUN_MARKER, check_directory, claim_directory, differences, output_lock
+from fmm_fast.core.outputs import (
+    RUN_MARKER,
+    check_directory,
+    claim_directory,
+    differences,
+    finish_run,
+    finished_run,
+    output_lock,
+)
 from fmm_fast.data.labels import model_label_indices, parse_label_map
 
 FIELDS = {"model_sha256": "abc", "data": {"dataset": "babi-1", "limit": 3}, "seed": 0}
@@ -38,6 +46,22 @@ def test_a_directory_takes_only_its_own_run(tmp_path):
     assert not (out / "result.json").exists()
     assert (out / "notes.txt").read_text() == "the user's"  # never listed: never removed
     assert json.loads((out / RUN_MARKER).read_text())["fields"] == other
+
+
+def test_a_run_is_finished_once_marked_and_until_claimed_again(tmp_path):
+    out = tmp_path / "run"
+    assert not finished_run(out, "evaluate", FIELDS)  # nothing there
+    claim_directory(out, "evaluate", FIELDS, files=["result.json"])
+    assert not finished_run(out, "evaluate", FIELDS)  # claimed, still running (or killed)
+    finish_run(out)
+    assert finished_run(out, "evaluate", FIELDS)
+    assert not finished_run(out, "masf", FIELDS)  # another kind
+    other = FIELDS | {"data": {"dataset": "babi-1", "limit": 4}}
+    assert not finished_run(out, "evaluate", other)  # another setting: the step runs again
+    assert finished_run(out, "evaluate", FIELDS | {"seed": 5}, unsettled=("seed",))
+    claim_directory(out, "evaluate", FIELDS)  # the same run again (resumed): not finished until it ends
+    assert not finished_run(out, "evaluate", FIELDS)
+    assert json.loads((out / RUN_MARKER).read_text())["files"] == ["result.json"]
 
 
 def test_overwrite_never_removes_files_fmm_fast_did_not_write(tmp_path):

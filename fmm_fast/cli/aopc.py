@@ -33,7 +33,7 @@ from fmm_fast.cli.seed_runs import (
 )
 from fmm_fast.core.digest import content_id
 from fmm_fast.core.errors import UserError
-from fmm_fast.core.outputs import output_lock
+from fmm_fast.core.outputs import finish_run, output_lock
 from fmm_fast.core.progress import progress_bar
 from fmm_fast.core.settings import AopcSettings, BackendOptions, EngineOptions
 from fmm_fast.data.options import DataOptions, open_split
@@ -111,3 +111,4 @@ def aopc(
             )
             print(render_peer_table(record))
             print(f"→ {run_dir / 'result.json'}, per example {run_dir / 'peer.jsonl'}")
+        finish_run(out)

@@ -36,7 +36,7 @@ from fmm_fast.cli.seed_runs import (
 )
 from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.core.errors import UserError
-from fmm_fast.core.outputs import output_lock
+from fmm_fast.core.outputs import finish_run, output_lock
 from fmm_fast.core.progress import progress_bar
 from fmm_fast.core.settings import BackendOptions, EngineOptions, EvaluationSettings
 from fmm_fast.data.base import TextDataset
@@ -146,6 +146,7 @@ def _evaluate_seeds(
         _print_summary(record, run_dir)
     _write_csv(out / "curves.csv", rows)
     plot_run_curves([seed_directory(out, s) / "result.json" for s in runs], out / "curves.png")
+    finish_run(out)
     print(f"wrote {out / 'curves.csv'}, {out / 'curves.png'}")
 
 

@@ -19,7 +19,7 @@ from fmm_fast.cli.options import (
     engine_options,
     scale_options,
 )
-from fmm_fast.core.outputs import check_directory, claim_directory, output_lock
+from fmm_fast.core.outputs import check_directory, claim_directory, finish_run, output_lock
 from fmm_fast.core.progress import progress_bar
 from fmm_fast.core.reading import read_state
 from fmm_fast.core.records import write_record
@@ -152,6 +152,7 @@ def _write_outputs(out: Path, settings: MasfSettings, results: dict, started: fl
     )
     _print_table(results)
     _warn_saturated_calibrations(results, settings.data.size)
+    finish_run(out)
     print(f"wrote {out / 'masf.json'}, {out / 'p_values.csv'}, {out / 'masf.png'}")
 
 

@@ -2,14 +2,17 @@
 ever replaces or removes what a marker says fmm-fast wrote.
 
 A claimed directory gets RUN_MARKER: the run's kind, its fingerprint fields (everything that shapes its
-numbers) and the names of the entries the run writes there ("files"). A later command may write there only
-when its kind and fields are equal (it resumes, or restarts, that run), or, for the same kind, with
---overwrite, which first removes the entries the earlier marker lists (a listed directory with a marker
-of its own, e.g. evaluate's OUT/seed-S, loses only what its own marker lists). Anything else in the
-directory (a user's notes, a file named like fmm-fast's own but unlisted) is never touched, and a directory
-holding such files without a marker is never claimed. A container of runs (evaluate's OUT) is claimed the
-same way, with the fields its seeds share. Output files (explain's .jsonl, export's .onnx) carry their
-mark in their content: an existing one is replaced only with --overwrite and only when it is fmm-fast's.
+numbers), the names of the entries the run writes there ("files") and, once the run has written everything,
+"finished" (a new claim clears it): a pipeline of runs (the demo, the reproduction study) skips a step whose
+marker says it finished with the same fingerprint and redoes one whose settings changed. A later command
+may write there only when its kind and fields are equal (it resumes, or restarts, that run), or, for the
+same kind, with --overwrite, which first removes the entries the earlier marker lists (a listed directory
+with a marker of its own, e.g. evaluate's OUT/seed-S, loses only what its own marker lists). Anything
+else in the directory (a user's notes, a file named like fmm-fast's own but unlisted) is never touched, and
+a directory holding such files without a marker is never claimed. A container of runs (evaluate's OUT) is
+claimed the same way, with the fields its seeds share. Output files (explain's .jsonl, export's .onnx)
+carry their mark in their content: an existing one is replaced only with --overwrite and only when it is
+fmm-fast's.
 
 While a command writes, it holds a lock (fcntl.flock on LOCK_NAME in the directory, or on `.NAME.lock`
 beside a file), taken before any model or data loads, so a second process writing the same output exits
@@ -199,6 +202,25 @@ def claim_directory(
     wanted = {"kind": kind, "fields": _as_recorded(fields), "files": listed}
     if marker != wanted:
         write_record(ensure_writable(directory) / RUN_MARKER, wanted)
+
+
+def finish_run(directory: Path) -> None:
+    """Note in the marker of `directory` (claimed by this run) that the run has written everything."""
+    marker = read_marker(directory)
+    if marker is None:
+        raise ValueError(f"{directory} has no run marker: claim it before finishing its run")
+    write_record(directory / RUN_MARKER, {**marker, "finished": True})
+
+
+def finished_run(directory: Path, kind: str, fields: dict[str, Any], unsettled: Collection[str] = ()) -> bool:
+    """Whether `directory` holds a finished run of `kind` with these fingerprint fields (unsettled: keys
+    left out of the comparison, as in check_directory). Reads only."""
+    marker = read_marker(directory) if directory.is_dir() else None
+    if marker is None or marker["kind"] != kind or marker.get("finished") is not True:
+        return False
+    recorded = {key: value for key, value in marker["fields"].items() if key not in unsettled}
+    wanted = {key: value for key, value in _as_recorded(fields).items() if key not in unsettled}
+    return not differences(recorded, wanted)
 
 
 def remove_owned(directory: Path, files: Sequence[str] = ()) -> None:

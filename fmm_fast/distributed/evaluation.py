@@ -25,7 +25,7 @@ import numpy as np
 from fmm_fast.backends.loading import LoadedModel
 from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.core.metrics import compute_metrics
-from fmm_fast.core.outputs import claim_directory
+from fmm_fast.core.outputs import claim_directory, finish_run
 from fmm_fast.core.reading import read_state
 from fmm_fast.core.records import write_record
 from fmm_fast.core.settings import EvaluationSettings
@@ -252,4 +252,5 @@ def evaluate_sharded(
     record["workers"] = pool.record()
     record["durations"] = {"total_seconds": time.perf_counter() - started}
     write_record(out_dir / "result.json", record)
+    finish_run(out_dir)
     return record

@@ -25,7 +25,7 @@ from fmm_fast.backends.loading import LoadedModel, gradient_backend
 from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.metrics import compute_metrics, majority_metric
-from fmm_fast.core.outputs import claim_directory
+from fmm_fast.core.outputs import claim_directory, finish_run
 from fmm_fast.core.reading import read_state
 from fmm_fast.core.records import versions, write_record
 from fmm_fast.core.settings import AopcSettings
@@ -171,6 +171,7 @@ def run_peer_evaluation(
         "versions": versions(),
     }
     write_record(run_dir / RESULT_FILE, record)
+    finish_run(run_dir)
     return record
 
 

@@ -19,7 +19,7 @@ from fmm_fast.backends.loading import LoadedModel, gradient_backend
 from fmm_fast.core.datatypes import EncodedSplit, pad_batch, save_ragged
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.metrics import compute_metrics, majority_metric
-from fmm_fast.core.outputs import claim_directory
+from fmm_fast.core.outputs import claim_directory, finish_run
 from fmm_fast.core.reading import read_state
 from fmm_fast.core.records import split_run_header, versions, write_record
 from fmm_fast.core.settings import EvaluationSettings
@@ -426,6 +426,7 @@ def evaluate_model(
     record = evaluation_record(loaded, dataset, encoded, settings, result, engine.stats.as_dict())
     record["durations"] = {"total_seconds": time.perf_counter() - started}
     write_record(out_dir / "result.json", record)
+    finish_run(out_dir)
     return record
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from fmm_fast import __version__
-from fmm_fast.core.outputs import claim_directory
+from fmm_fast.core.outputs import claim_directory, finish_run
 from fmm_fast.core.records import ensure_writable, write_record
 from fmm_fast.report.aggregate import CurveScores, Estimate, GroupReport, MeasureReport, Report, aggregate
 from fmm_fast.report.load import read_results
@@ -270,4 +270,5 @@ def write_report(
         if roar.groups:
             write_roar(roar, out)
         write_record(out / REPORT_FILE, {**report_to_dict(report), **roar_to_dict(roar)})
+    finish_run(out)
     return Written(report, roar, peer_table, masf_table)

@@ -36,7 +36,7 @@ from fmm_fast.backends.torch_backend import TorchBackend, autocast, resolve_torc
 from fmm_fast.core.datatypes import EncodedSplit, ModelInfo, pad_batch
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.metrics import compute_metrics, majority_metric
-from fmm_fast.core.outputs import check_directory, claim_directory
+from fmm_fast.core.outputs import check_directory, claim_directory, finish_run
 from fmm_fast.core.records import Stopwatch, versions, write_record
 from fmm_fast.core.settings import BUCKET_BATCHES, WEIGHT_DECAY, TrainSettings
 from fmm_fast.data.base import TextDataset
@@ -521,4 +521,5 @@ def train(
     test_seconds = results.pop("test_seconds")
     record.update({**results, "durations": {**durations, "test": test_seconds, "total": total_clock.seconds}})
     write_record(run.out_dir / RUN_FILE, record)
+    finish_run(run.out_dir)
     return record

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from fmm_fast.backends.engine import MaskBatchEngine
 from fmm_fast.backends.loading import load_model
-from fmm_fast.core.outputs import claim_directory
+from fmm_fast.core.outputs import claim_directory, finish_run
 from fmm_fast.core.progress import progress_bar
 from fmm_fast.core.reading import read_checked
 from fmm_fast.core.records import Stopwatch, write_record
@@ -166,7 +166,9 @@ class RoarRun:
                 self.phase(seed, "all", "erasure", "evaluate")
                 run_erasure(settings, out, seed, data[seed], self.progress)
         self.bar.close()
-        return self.write_result()
+        result = self.write_result()
+        finish_run(out)
+        return result
 
     def phase(self, seed: int, measure: str, step: str, phase: str) -> None:
         if self.bar is not None:

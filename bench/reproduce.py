@@ -18,10 +18,11 @@ from scratch, which checks the script but does not learn bAbI), for every seed o
      (c) MaSF, (d) supporting-fact overlap, (e) command, settings and the wall time of every step;
      the report's curve plots and the MaSF plots are copied next to it.
 Everything goes to bench/results/reproduce-<scale>[-<datasets>][-seeds-<seeds>]/ (or --out). A step
-whose output exists and is newer than its inputs is skipped, so an interrupted study resumes where it
-stopped (evaluations and the overlap resume mid-step); delete a step's output to redo it and the steps
-that depend on it. A MaSF result that lacks a calibration of MASF_CALIBRATIONS, or has an older
-variant of one (CALIBRATION_VARIANTS), is redone.
+whose run marker says it finished with the same fingerprint (its settings and the content of its inputs)
+is skipped, so an interrupted study resumes where it stopped (evaluations and the overlap resume
+mid-step), and a changed setting, or a retrained model, redoes the steps it changes; an export (a file) is
+removed by its training step when that runs again. A MaSF result that lacks a calibration of
+MASF_CALIBRATIONS, or has an older variant of one (CALIBRATION_VARIANTS), is redone.
 
 --masf-only trains and exports only the plain and masked models and runs MaSF: README-masf.md holds
 tables (c) and (e). A later run without it, into the same folder, reuses all of that.

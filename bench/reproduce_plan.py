@@ -10,6 +10,7 @@ from pathlib import Path
 from reproduce_steps import Step, fmm_fast_command
 
 from fmm_fast.core.records import read_record
+from fmm_fast.core.settings import EvaluationSettings, MasfSettings, TrainSettings
 from fmm_fast.data.options import DataOptions
 from fmm_fast.measures.registry import PAPER_BEAM, measure_names
 from fmm_fast.protocols.masf.statistic import CALIBRATION_METHODS, CALIBRATION_VARIANTS
@@ -54,6 +55,11 @@ class DatasetPlan:
         if self.test_size is not None:
             arguments += ["--test-size", str(self.test_size)]
         return arguments
+
+    def data(self, limit: int | None = None, whole_validation: bool = False) -> DataOptions:
+        """The data options the commands build from data_arguments() (and --limit)."""
+        size = None if whole_validation else self.size
+        return DataOptions(self.dataset, "test", limit, size, self.test_size)
 
 
 @dataclass(frozen=True)
@@ -134,12 +140,9 @@ SCALES = {
 }  # fmt: skip
 
 
-def _finished_training(path: Path) -> bool:
-    return path.is_file() and read_record(path).get("finished") is True
-
-
-def _has_measures(measures: Sequence[str]) -> Callable[[Path], bool]:
-    return lambda path: path.is_file() and set(measures) <= set(read_record(path)["measures"])
+def _has_measures(measures: Sequence[str], record: str = "") -> Callable[[Path], bool]:
+    """Whether the record at output/record (the output itself for "") holds every measure."""
+    return lambda output: set(measures) <= set(read_record(output / record if record else output)["measures"])
 
 
 def _has_calibrations(path: Path) -> bool:
@@ -241,26 +244,31 @@ class Study:
                 argv += ["--precision", self.scale.train_precision]
             if plan.model == TINY_ROBERTA:
                 argv += ["--layers", str(plan.layers), "--width", str(plan.width)]
+            settings = TrainSettings(
+                plan.data(), plan.model, strategy, seed, plan.epochs, lr=plan.lr, layers=plan.layers,
+                width=plan.width,
+            )  # fmt: skip
+            onnx = self.onnx(plan.dataset, strategy, seed)
             steps.append(
                 Step(
                     f"train {plan.dataset} {strategy} seed {seed}",
                     self.shown(argv),
                     fmm_fast_command(argv),
-                    out / "run.json",
-                    complete=_finished_training,
-                    clear=out,
+                    out,
+                    claim=lambda settings=settings: ("train", settings.fingerprint_fields()),
+                    clear=(out, onnx),  # the export of the model it replaces
                 )
             )
             if strategy in MASF_STRATEGIES:
-                onnx = self.onnx(plan.dataset, strategy, seed)
                 argv = ["export", "--model", str(out / "model"), "--out", str(onnx)]
+                derived = [self.supporting_file(plan.dataset, seed)] if strategy == "masked" else []
                 exports.append(
                     Step(
                         f"export {plan.dataset} {strategy} seed {seed}",
                         self.shown(argv),
                         fmm_fast_command(argv),
                         onnx,
-                        inputs=(out / "run.json",),
+                        clear=tuple(derived),  # the overlap record of the model it replaces
                     )
                 )
         return steps + exports
@@ -277,15 +285,16 @@ class Study:
             argv += ["--seed", str(seed), "--out", str(out)]
             for measure in measures:
                 argv += ["-m", measure]
+            settings = EvaluationSettings(str(onnx), plan.data(limit), tuple(measures), seed)
             steps.append(
                 Step(
                     f"evaluate {plan.dataset} masked seed {seed}: {', '.join(measures)}",
                     self.shown(argv),
                     fmm_fast_command(argv),
-                    out / f"seed-{seed}" / "result.json",
-                    inputs=(onnx,),
-                    complete=_has_measures(measures),
-                    clear=out,
+                    out / f"seed-{seed}",
+                    claim=lambda settings=settings: ("evaluate", settings.fingerprint_fields()),
+                    complete=_has_measures(measures, "result.json"),  # the fingerprint leaves them out
+                    clear=(out,),
                     resumable=True,
                 )
             )
@@ -297,14 +306,16 @@ class Study:
         argv = ["masf", *[a for m in models for a in ("--model", str(m))], *plan.data_arguments(True)]
         argv += [*_limited(plan.masf_limit), "--seed", str(seed), "--out", str(out)]
         argv += [a for method in MASF_CALIBRATIONS for a in ("--calibration", method)]
+        data = plan.data(plan.masf_limit, whole_validation=True)
+        settings = MasfSettings(tuple(map(str, models)), data, seed, calibrations=MASF_CALIBRATIONS)
         return Step(
             f"masf {plan.dataset} seed {seed}",
             self.shown(argv),
             fmm_fast_command(argv),
-            out / "masf.json",
-            inputs=tuple(models),
-            complete=_has_calibrations,
-            clear=out,
+            out,
+            claim=lambda: ("masf", settings.fingerprint_fields()),
+            complete=lambda output: _has_calibrations(output / "masf.json"),
+            clear=(out,),
         )
 
     def supporting_plan(self, plan: DatasetPlan) -> list[tuple[str, int | None]]:
@@ -331,16 +342,14 @@ class Study:
             command,
             run,
             out,
-            inputs=(onnx,),
             complete=_has_measures(names),
-            clear=out,
             resumable=True,
         )
 
     def report_step(self) -> Step:
         argv = ["report", str(self.root / "evaluate"), "--out", str(self.report_dir)]
         # Always rerun: it is cheap and must see every evaluation.
-        return Step("report", self.shown(argv), fmm_fast_command(argv), self.report_dir / "report.json",
+        return Step("report", self.shown(argv), fmm_fast_command(argv), self.report_dir,
                     complete=lambda _: False)  # fmt: skip
 
     def shown(self, argv: list[str]) -> str:

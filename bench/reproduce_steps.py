@@ -9,42 +9,52 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fmm_fast.cli import main as fmm_fast_main
+from fmm_fast.core.outputs import finished_run, holds_run
 from fmm_fast.core.records import Stopwatch, read_record, write_record
+
+# The precision that runs is resolved when the model loads: the command's marker holds it, a plan cannot.
+UNSETTLED = ("precision",)
 
 
 @dataclass
 class Step:
-    """One unit of work. Done when `complete(output)` holds and no input is newer than the output.
+    """One unit of work, done when its command's run marker says it finished with the same fingerprint.
 
-    clear: what to delete before running an unfinished step: always for a step that cannot resume,
-    for a resumable one only when its output is stale (an input changed since).
+    claim: the kind and fingerprint fields the command claims `output` with (computed when asked: they hold
+    the content of input files an earlier step writes); a changed setting or input is another fingerprint,
+    so the step runs again. Without a claim (a command writing one file: export, the overlap record) the
+    step is done when `output` exists; the step that makes its input removes it when it runs again (clear).
+    complete(output): what else the output must hold (measures, which a fingerprint leaves out). clear: what
+    a step removes before it runs: its own earlier output (unless it resumes a run of the same fingerprint)
+    and the file outputs derived from it.
     """
 
     name: str
     command: str  # what runs, as a user would type it
     run: Callable[[], None]
     output: Path
-    inputs: tuple[Path, ...] = ()
-    complete: Callable[[Path], bool] = Path.exists
-    clear: Path | None = None
+    claim: Callable[[], tuple[str, dict]] | None = None
+    complete: Callable[[Path], bool] = lambda _: True
+    clear: tuple[Path, ...] = ()
     resumable: bool = False
 
-    def stale(self) -> bool:
-        if not self.output.exists():
-            return False
-        made = self.output.stat().st_mtime
-        return any(path.exists() and path.stat().st_mtime > made for path in self.inputs)
-
     def done(self) -> bool:
-        return self.complete(self.output) and not self.stale()
+        if self.claim is None:
+            finished = self.output.exists()
+        else:
+            finished = finished_run(self.output, *self.claim(), unsettled=UNSETTLED)
+        return finished and self.complete(self.output)
 
     def prepare(self) -> None:
-        """Before running an unfinished step: remove a stale result, or any partial one that cannot resume."""
-        if self.clear is not None and self.clear.exists() and (self.stale() or not self.resumable):
-            if self.clear.is_dir():
-                shutil.rmtree(self.clear)
-            else:
-                self.clear.unlink()
+        """Before running an unfinished step: remove what `clear` names, unless the step resumes (a run of
+        the same fingerprint, or a resumable output without a claim, which resumes by itself)."""
+        if self.resumable and (self.claim is None or holds_run(self.output, *self.claim(), UNSETTLED)):
+            return
+        for path in self.clear:
+            if path.is_dir():
+                shutil.rmtree(path)
+            elif path.exists():
+                path.unlink()
 
 
 class StepFailed(Exception):

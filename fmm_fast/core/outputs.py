@@ -212,15 +212,22 @@ def finish_run(directory: Path) -> None:
     write_record(directory / RUN_MARKER, {**marker, "finished": True})
 
 
-def finished_run(directory: Path, kind: str, fields: dict[str, Any], unsettled: Collection[str] = ()) -> bool:
-    """Whether `directory` holds a finished run of `kind` with these fingerprint fields (unsettled: keys
-    left out of the comparison, as in check_directory). Reads only."""
+def holds_run(directory: Path, kind: str, fields: dict[str, Any], unsettled: Collection[str] = ()) -> bool:
+    """Whether `directory` holds a run (finished or not) of `kind` with these fingerprint fields
+    (unsettled: keys left out of the comparison, as in check_directory). Reads only."""
     marker = read_marker(directory) if directory.is_dir() else None
-    if marker is None or marker["kind"] != kind or marker.get("finished") is not True:
+    if marker is None or marker["kind"] != kind:
         return False
     recorded = {key: value for key, value in marker["fields"].items() if key not in unsettled}
     wanted = {key: value for key, value in _as_recorded(fields).items() if key not in unsettled}
     return not differences(recorded, wanted)
+
+
+def finished_run(directory: Path, kind: str, fields: dict[str, Any], unsettled: Collection[str] = ()) -> bool:
+    """Whether `directory` holds a finished run of `kind` with these fingerprint fields (see holds_run)."""
+    if not holds_run(directory, kind, fields, unsettled):
+        return False
+    return (read_marker(directory) or {}).get("finished") is True
 
 
 def remove_owned(directory: Path, files: Sequence[str] = ()) -> None:

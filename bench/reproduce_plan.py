@@ -9,6 +9,8 @@ from pathlib import Path
 
 from reproduce_steps import Step, fmm_fast_command
 
+from fmm_fast.backends.options import BackendOptions
+from fmm_fast.cli.seed_runs import PRECISION_FIELD
 from fmm_fast.core.records import read_record
 from fmm_fast.core.settings import EvaluationSettings, MasfSettings, TrainSettings
 from fmm_fast.data.options import DataOptions
@@ -246,7 +248,7 @@ class Study:
                 argv += ["--layers", str(plan.layers), "--width", str(plan.width)]
             settings = TrainSettings(
                 plan.data(), plan.model, strategy, seed, plan.epochs, lr=plan.lr, layers=plan.layers,
-                width=plan.width,
+                width=plan.width, backend=BackendOptions(precision=self.scale.train_precision),
             )  # fmt: skip
             onnx = self.onnx(plan.dataset, strategy, seed)
             steps.append(
@@ -293,6 +295,7 @@ class Study:
                     fmm_fast_command(argv),
                     out / f"seed-{seed}",
                     claim=lambda settings=settings: ("evaluate", settings.fingerprint_fields()),
+                    unsettled=(PRECISION_FIELD,),  # resolved when the model loads
                     complete=_has_measures(measures, "result.json"),  # the fingerprint leaves them out
                     clear=(out,),
                     resumable=True,
@@ -314,6 +317,7 @@ class Study:
             fmm_fast_command(argv),
             out,
             claim=lambda: ("masf", settings.fingerprint_fields()),
+            unsettled=(PRECISION_FIELD,),
             complete=lambda output: _has_calibrations(output / "masf.json"),
             clear=(out,),
         )

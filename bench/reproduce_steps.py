@@ -12,9 +12,6 @@ from fmm_fast.cli import main as fmm_fast_main
 from fmm_fast.core.outputs import finished_run, holds_run
 from fmm_fast.core.records import Stopwatch, read_record, write_record
 
-# The precision that runs is resolved when the model loads: the command's marker holds it, a plan cannot.
-UNSETTLED = ("precision",)
-
 
 @dataclass
 class Step:
@@ -24,9 +21,10 @@ class Step:
     the content of input files an earlier step writes); a changed setting or input is another fingerprint,
     so the step runs again. Without a claim (a command writing one file: export, the overlap record) the
     step is done when `output` exists; the step that makes its input removes it when it runs again (clear).
-    complete(output): what else the output must hold (measures, which a fingerprint leaves out). clear: what
-    a step removes before it runs: its own earlier output (unless it resumes a run of the same fingerprint)
-    and the file outputs derived from it.
+    unsettled: fields the command settles only when it runs (the precision an evaluation runs in, resolved
+    when the model loads), left out of the comparison. complete(output): what else the output must hold
+    (measures, which a fingerprint leaves out). clear: what a step removes before it runs: its own earlier
+    output (unless it resumes a run of the same fingerprint) and the file outputs derived from it.
     """
 
     name: str
@@ -34,6 +32,7 @@ class Step:
     run: Callable[[], None]
     output: Path
     claim: Callable[[], tuple[str, dict]] | None = None
+    unsettled: tuple[str, ...] = ()
     complete: Callable[[Path], bool] = lambda _: True
     clear: tuple[Path, ...] = ()
     resumable: bool = False
@@ -42,13 +41,13 @@ class Step:
         if self.claim is None:
             finished = self.output.exists()
         else:
-            finished = finished_run(self.output, *self.claim(), unsettled=UNSETTLED)
+            finished = finished_run(self.output, *self.claim(), unsettled=self.unsettled)
         return finished and self.complete(self.output)
 
     def prepare(self) -> None:
         """Before running an unfinished step: remove what `clear` names, unless the step resumes (a run of
         the same fingerprint, or a resumable output without a claim, which resumes by itself)."""
-        if self.resumable and (self.claim is None or holds_run(self.output, *self.claim(), UNSETTLED)):
+        if self.resumable and (self.claim is None or holds_run(self.output, *self.claim(), self.unsettled)):
             return
         for path in self.clear:
             if path.is_dir():

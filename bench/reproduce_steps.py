@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from fmm_fast.cli import main as fmm_fast_main
-from fmm_fast.core.outputs import finished_run, holds_run
+from fmm_fast.core.outputs import finished_run, holds_run, read_marker, remove_owned
 from fmm_fast.core.records import Stopwatch, read_record, write_record
+from fmm_fast.export.onnx_format import exported_by_fmm
 
 
 @dataclass
@@ -23,8 +23,9 @@ class Step:
     step is done when `output` exists; the step that makes its input removes it when it runs again (clear).
     unsettled: fields the command settles only when it runs (the precision an evaluation runs in, resolved
     when the model loads), left out of the comparison. complete(output): what else the output must hold
-    (measures, which a fingerprint leaves out). clear: what a step removes before it runs: its own earlier
-    output (unless it resumes a run of the same fingerprint) and the file outputs derived from it.
+    (measures, which a fingerprint leaves out). clear: what a step removes before it runs, by the commands'
+    ownership rule (never a file fmm-fast did not write): its own earlier output (unless it resumes a run
+    of the same fingerprint) and the file outputs derived from it.
     """
 
     name: str
@@ -51,9 +52,20 @@ class Step:
             return
         for path in self.clear:
             if path.is_dir():
-                shutil.rmtree(path)
-            elif path.exists():
+                if read_marker(path) is not None:  # without one, the command refuses what it holds
+                    remove_owned(path)
+            elif path.exists() and _written_by_fmm(path):
                 path.unlink()
+
+
+def _written_by_fmm(path: Path) -> bool:
+    """Whether a file a step would remove is fmm-fast's: an exported model, or a record it wrote."""
+    if path.suffix == ".onnx":
+        return exported_by_fmm(path)
+    try:
+        return "kind" in read_record(path)
+    except (OSError, ValueError):
+        return False
 
 
 class StepFailed(Exception):

@@ -107,6 +107,7 @@ def test_masf_on_the_onnx_model(tiny_babi, tmp_path, capsys):
     out = tmp_path / "masf"
     argv = ["masf", "--model", str(onnx_path), *data_flags(data), "--limit", "12", "--out", str(out), "-q"]
     argv += ["--calibration", "in-sample", "--calibration", "split", "--calibration-seed", "3"]
+    argv += ["--split-components", "8"]  # below half A's 30 examples (the default 32 is not)
     assert main(argv) == 0
     record = json.loads((out / "masf.json").read_text())
     arguments = record["arguments"]  # MasfSettings.to_dict(): every data option is recorded
@@ -116,6 +117,7 @@ def test_masf_on_the_onnx_model(tiny_babi, tmp_path, capsys):
         "limit": 12,
     }
     assert (arguments["calibrations"], arguments["calibration_seed"]) == (["in-sample", "split"], 3)
+    assert arguments["split_components"] == 8
     assert {"text_field", "pair_field", "label_field"} <= set(arguments["data"])
     by_method = {summary["calibration"]["method"]: summary for summary in record["models"].values()}
     assert set(by_method) == {"in-sample", "split"}
@@ -123,6 +125,9 @@ def test_masf_on_the_onnx_model(tiny_babi, tmp_path, capsys):
         by_method["split"]["calibration"]["seed"] == 3
         and by_method["in-sample"]["calibration"]["seed"] is None
     )
+    assert by_method["split"]["calibration"]["components"] == 8
+    assert by_method["split"]["calibration"]["variant"].startswith("PCA 8 per layer fitted on half A; ")
+    assert by_method["in-sample"]["calibration"]["components"] == 0
     # 60 validation examples of the 300: all of them in-sample, halves of 30 for split.
     assert by_method["in-sample"]["calibration"]["n"] == 60
     assert (by_method["split"]["calibration"]["n_level_1"], by_method["split"]["calibration"]["n"]) == (

@@ -11,19 +11,31 @@ import pytest
 from scipy import stats
 
 from fmm_fast.core.errors import UserError
+from fmm_fast.protocols.masf.reduction import LayerProjection
 from fmm_fast.protocols.masf.statistic import (
-    CALIBRATION_METHODS,
     CALIBRATION_VARIANTS,
     IN_DISTRIBUTION_LEVEL,
     KERNEL_BLOCK_ROWS,
     MaSFCalibration,
     _count_below_each,
     calibration_halves,
+    calibration_variant,
     masf_numpy_p_values,
     masf_oracle_p_values,
     reference_sets,
     summarize_p_values,
 )
+
+# (method, principal components per layer): in-sample, the split on the signals as they are, and the split
+# reduced to half the hidden size (REDUCED, resolved per test: it must stay below the hidden size).
+REDUCED = -1
+CALIBRATIONS = [("in-sample", 0), ("split", 0), ("split", REDUCED)]
+CALIBRATION_IDS = ["in-sample", "split", "split-pca"]
+
+
+def components_for(components: int, hidden: int) -> int:
+    """REDUCED -> hidden // 2 (at least 1); any other value as it is."""
+    return max(hidden // 2, 1) if components == REDUCED else components
 
 
 def tied_signals(rng: np.random.Generator, n: int, layers: int, hidden: int) -> np.ndarray:
@@ -33,12 +45,17 @@ def tied_signals(rng: np.random.Generator, n: int, layers: int, hidden: int) -> 
     return signals
 
 
-@pytest.mark.parametrize("method", CALIBRATION_METHODS)
+@pytest.mark.parametrize(("method", "components"), CALIBRATIONS, ids=CALIBRATION_IDS)
 @pytest.mark.parametrize(
     ("n_calibration", "layers", "hidden", "n_fresh"),
     [(40, 1, 1, 9), (41, 3, 5, 40), (64, 2, 16, 33), (45, 2, 3, KERNEL_BLOCK_ROWS + 17)],
 )
-def test_kernels_and_numpy_match_oracle_exactly_on_tied_data(n_calibration, layers, hidden, n_fresh, method):
+def test_kernels_and_numpy_match_oracle_exactly_on_tied_data(
+    n_calibration, layers, hidden, n_fresh, method, components
+):
+    if components == REDUCED and hidden == 1:
+        pytest.skip("one feature per layer: nothing to reduce")
+    components = components_for(components, hidden)
     rng = np.random.default_rng(n_calibration * 1000 + hidden)
     calibration = tied_signals(rng, n_calibration, layers, hidden)
     calibration[:, 0, 0] = 1.0  # a constant feature: p1 = 0 for every calibration example
@@ -51,11 +68,11 @@ def test_kernels_and_numpy_match_oracle_exactly_on_tied_data(n_calibration, laye
             calibration[:3] - np.float32(3.0),
         ]
     )
-    oracle = masf_oracle_p_values(calibration, test, method, seed=3)
-    fit = MaSFCalibration.fit(calibration, method, seed=3)
-    np.testing.assert_allclose(fit.p_values(test), oracle, rtol=0, atol=1e-12)
-    np.testing.assert_allclose(
-        masf_numpy_p_values(calibration, test, method, seed=3), oracle, rtol=0, atol=1e-12
+    oracle = masf_oracle_p_values(calibration, test, method, seed=3, components=components)
+    fit = MaSFCalibration.fit(calibration, method, seed=3, components=components)
+    np.testing.assert_array_equal(fit.p_values(test), oracle)
+    np.testing.assert_array_equal(
+        masf_numpy_p_values(calibration, test, method, seed=3, components=components), oracle
     )
     # The oracle itself is a right-sided p-value on its grid: 1 − k/N in-sample, (1 + k)/(|B| + 1) split.
     grid = fit.n_calibration + (method == "split")
@@ -63,22 +80,27 @@ def test_kernels_and_numpy_match_oracle_exactly_on_tied_data(n_calibration, laye
     np.testing.assert_allclose(oracle * grid, np.round(oracle * grid), atol=1e-9)
 
 
-@pytest.mark.parametrize("method", CALIBRATION_METHODS)
-def test_kernels_match_oracle_on_continuous_data_with_repeated_calibration_values(method):
+@pytest.mark.parametrize(("method", "components"), CALIBRATIONS, ids=CALIBRATION_IDS)
+def test_kernels_match_oracle_on_continuous_data_with_repeated_calibration_values(method, components):
+    components = components_for(components, 24)
     rng = np.random.default_rng(7)
     calibration = rng.standard_normal((50, 4, 24)).astype(np.float32)
     calibration[10:20] = calibration[0]  # ten identical calibration examples
     test = np.concatenate([rng.standard_normal((60, 4, 24)).astype(np.float32), calibration[::7]])
-    calibration_fit = MaSFCalibration.fit(calibration, method)
-    oracle = masf_oracle_p_values(calibration, test, method)
-    np.testing.assert_allclose(calibration_fit.p_values(test), oracle, rtol=0, atol=1e-12)
-    # Reusing one fit for a second test set gives that set's oracle p-values too.
-    second = rng.standard_normal((11, 4, 24)).astype(np.float32) * 2
-    np.testing.assert_allclose(
-        calibration_fit.p_values(second),
-        masf_oracle_p_values(calibration, second, method),
-        rtol=0,
-        atol=1e-12,
+    calibration_fit = MaSFCalibration.fit(calibration, method, components=components)
+    oracle = masf_oracle_p_values(calibration, test, method, components=components)
+    np.testing.assert_array_equal(calibration_fit.p_values(test), oracle)
+    np.testing.assert_array_equal(
+        masf_numpy_p_values(calibration, test, method, components=components), oracle
+    )
+    # Reusing one fit for a second test set gives that set's oracle p-values too; float64 signals are
+    # compared as float32 (before the reduction, in all three).
+    second = rng.standard_normal((11, 4, 24)) * 2
+    oracle = masf_oracle_p_values(calibration, second, method, components=components)
+    np.testing.assert_array_equal(calibration_fit.p_values(second), oracle)
+    np.testing.assert_array_equal(calibration_fit.p_values(second.astype(np.float32)), oracle)
+    np.testing.assert_array_equal(
+        masf_numpy_p_values(calibration, second, method, components=components), oracle
     )
 
 
@@ -93,14 +115,14 @@ def test_count_below_each_is_searchsorted_left(size):
 
 
 def exact_p_values(
-    calibration: np.ndarray, test: np.ndarray, method: str = "in-sample", seed: int = 0
+    calibration: np.ndarray, test: np.ndarray, method: str = "in-sample", seed: int = 0, components: int = 0
 ) -> np.ndarray:
     """method.md §6 in exact rational arithmetic (fractions.Fraction) up to the Fisher sum: p1, s2 and p2 are
     Fractions, so mathematically equal statistics are equal; log takes float(p2), correctly rounded.
     split: p1 = (1 + m) / (|A| + 1), and levels 2-3 over the bag of half B and the test example, recomputed
-    from scratch for every test example."""
-    sets = reference_sets(calibration, method, seed)
-    level_1, calibrated = sets.level_1, sets.calibrated
+    from scratch for every test example; components: the split's reduction (the same float32 projection)."""
+    sets = reference_sets(calibration, method, seed, components)
+    level_1, calibrated, test = sets.level_1, sets.calibrated, sets.test(test)
     n, hidden = len(level_1), level_1.shape[2]
     offset = int(method == "split")
 
@@ -179,14 +201,16 @@ def test_exact_ties_mathematically_equal_simes_statistics_compare_equal():
     )
 
 
-@pytest.mark.parametrize("method", CALIBRATION_METHODS)
-def test_kernels_match_exact_rational_arithmetic_on_tied_data(method):
+@pytest.mark.parametrize(("method", "components"), CALIBRATIONS, ids=CALIBRATION_IDS)
+def test_kernels_match_exact_rational_arithmetic_on_tied_data(method, components):
+    components = components_for(components, 6)
     rng = np.random.default_rng(13)
     calibration = tied_signals(rng, 60, 2, 6)
     test = np.concatenate([tied_signals(rng, 40, 2, 6), calibration[:10]])
-    exact = exact_p_values(calibration, test, method, seed=1)
-    np.testing.assert_array_equal(MaSFCalibration.fit(calibration, method, seed=1).p_values(test), exact)
-    np.testing.assert_array_equal(masf_oracle_p_values(calibration, test, method, seed=1), exact)
+    exact = exact_p_values(calibration, test, method, seed=1, components=components)
+    fit = MaSFCalibration.fit(calibration, method, seed=1, components=components)
+    np.testing.assert_array_equal(fit.p_values(test), exact)
+    np.testing.assert_array_equal(masf_oracle_p_values(calibration, test, method, 1, components), exact)
 
 
 def old_text_p_values(calibration: np.ndarray, test: np.ndarray) -> np.ndarray:
@@ -258,14 +282,15 @@ def test_calibration_scored_against_itself_is_roughly_uniform():
     assert summarize_p_values(p_values)["in_distribution"]
 
 
-@pytest.mark.parametrize("method", CALIBRATION_METHODS)
-def test_shifted_test_set_is_out_of_distribution(method):
+@pytest.mark.parametrize(("method", "components"), CALIBRATIONS, ids=CALIBRATION_IDS)
+def test_shifted_test_set_is_out_of_distribution(method, components):
     rng = np.random.default_rng(1)
     calibration = rng.standard_normal((200, 3, 16)).astype(np.float32)
     shifted = rng.standard_normal((100, 3, 16)).astype(np.float32) + np.float32(3.0)
-    fit = MaSFCalibration.fit(calibration, method)
+    fit = MaSFCalibration.fit(calibration, method, components=components_for(components, 16))
     p_values = fit.p_values(shifted)
-    np.testing.assert_array_equal(p_values, fit.p_value_floor)  # every layer far out: the largest statistic
+    if components == 0:  # every feature of every layer far out: the largest statistic
+        np.testing.assert_array_equal(p_values, fit.p_value_floor)
     assert fit.p_value_floor < 0.05
     summary = summarize_p_values(p_values)
     assert summary["simes"] < 0.05
@@ -299,13 +324,90 @@ def test_split_calibration_is_a_valid_p_value(draw):
     rng = np.random.default_rng(21)
     p_values = np.array(
         [
-            MaSFCalibration.fit(draw(rng, 60), "split", seed=draw_index).p_values(draw(rng, 1))[0]
-            for draw_index in range(2000)
+            MaSFCalibration.fit(draw(rng, 60), "split", seed=index, components=0).p_values(draw(rng, 1))[0]
+            for index in range(2000)
         ]
     )
     for k in (1, 3, 6):
         low, high = stats.binom.ppf([0.0005, 0.9995], len(p_values), k / 31) / len(p_values)
         assert low <= np.mean(p_values <= k / 31 + 1e-12) <= high
+
+
+def reduced_split_p_values(draw, fit_on_a_only: bool) -> np.ndarray:
+    """2,000 independent draws of a 60-row calibration set (2 layers × 24 features, reduced to 20 principal
+    components per layer) and one fresh row: the row's split p-value. fit_on_a_only False: the broken
+    alternative that fits the reduction on all 60 calibration rows (A and B) but not on the fresh row."""
+    rng = np.random.default_rng(21)
+    p_values = []
+    for index in range(2000):
+        calibration, row = draw(rng, 60, 2, 24), draw(rng, 1, 2, 24)
+        if fit_on_a_only:
+            fit = MaSFCalibration.fit(calibration, "split", seed=index, components=20)
+            p_values.append(fit.p_values(row)[0])
+        else:
+            projection = LayerProjection.fit(calibration.astype(np.float32), 20)
+            fit = MaSFCalibration.fit(projection.apply(calibration), "split", seed=index, components=0)
+            p_values.append(fit.p_values(projection.apply(row))[0])
+    return np.array(p_values)
+
+
+def valid_at(p_values: np.ndarray, k: int) -> bool:
+    """P(p ≤ k / 31) is at most k / 31 (the 99.9% one-sided binomial bound) and not below half of it: the
+    split's Fisher statistics tie often (few distinct level-2 counts), which only makes p conservative."""
+    high = stats.binom.ppf(0.999, len(p_values), k / 31) / len(p_values)
+    return k / 62 <= np.mean(p_values <= k / 31 + 1e-12) <= high
+
+
+@pytest.mark.parametrize(
+    "draw",
+    [
+        lambda rng, *shape: rng.standard_normal(shape),
+        lambda rng, *shape: np.abs(rng.standard_t(3, size=shape)),
+    ],
+    ids=["gaussian", "heavy-tailed"],
+)
+def test_reduced_split_calibration_is_valid_and_a_reduction_fitted_on_b_is_not(draw):
+    # Fitted on half A only, the reduction is one fixed map for B and the fresh row: still exchangeable.
+    valid = reduced_split_p_values(draw, fit_on_a_only=True)
+    assert all(valid_at(valid, k) for k in (1, 3, 6))
+    # Fitted on A and B, B's rows are in-sample for it and the fresh row is not: B's projections carry more
+    # of their variance, and the fresh row is called out of distribution far too often. (A reduction fitted
+    # symmetrically on B and the row together would stay valid; the product fits on A alone.)
+    broken = reduced_split_p_values(draw, fit_on_a_only=False)
+    assert not valid_at(broken, 1) and np.mean(broken <= 1 / 31) > 2 / 31
+
+
+def test_reduction_is_fitted_on_half_a_only():
+    rng = np.random.default_rng(8)
+    calibration = rng.standard_normal((80, 3, 12)).astype(np.float32)
+    half_a, half_b = calibration_halves(80, seed=5)
+    fit = MaSFCalibration.fit(calibration, "split", seed=5, components=4)
+    assert fit.projection is not None and fit.projection.axes.shape == (3, 12, 4)
+    # Other rows in half B: the same projection, bit for bit (and other p-values: B calibrates levels 2-3).
+    other_b = calibration.copy()
+    other_b[half_b] = rng.standard_normal((len(half_b), 3, 12)).astype(np.float32) * 3
+    refit = MaSFCalibration.fit(other_b, "split", seed=5, components=4)
+    assert refit.projection is not None
+    np.testing.assert_array_equal(refit.projection.mean, fit.projection.mean)
+    np.testing.assert_array_equal(refit.projection.axes, fit.projection.axes)
+    test = rng.standard_normal((30, 3, 12)).astype(np.float32)
+    assert not np.array_equal(refit.p_values(test), fit.p_values(test))
+    # Other rows in half A: another projection.
+    other_a = calibration.copy()
+    other_a[half_a[:5]] += np.float32(1.0)
+    moved = MaSFCalibration.fit(other_a, "split", seed=5, components=4).projection
+    assert moved is not None and not np.array_equal(moved.axes, fit.projection.axes)
+    # The test rows never reach the fit, and a row projects (and scores) the same whatever shares its call.
+    single = np.concatenate([fit.projection.apply(test[i : i + 1]) for i in range(len(test))])
+    np.testing.assert_array_equal(fit.projection.apply(test), single)
+    np.testing.assert_array_equal(
+        fit.p_values(test), np.concatenate([fit.p_values(test[i : i + 1]) for i in range(len(test))])
+    )
+    # The first component of half A per layer: the direction of its largest variance (numpy's own SVD).
+    centred = calibration[half_a].astype(np.float64) - calibration[half_a].astype(np.float64).mean(axis=0)
+    for layer in range(3):
+        top = np.linalg.svd(centred[:, layer], full_matrices=False)[2][0]
+        np.testing.assert_allclose(np.abs(fit.projection.axes[layer, :, 0]), np.abs(top), atol=1e-12)
 
 
 def test_in_sample_calibration_fails_the_validity_check():
@@ -314,14 +416,15 @@ def test_in_sample_calibration_fails_the_validity_check():
     assert share > high
 
 
+@pytest.mark.parametrize("components", [0, 4])
 @pytest.mark.parametrize(
     "alter", [lambda s: s * np.float32(2.0), lambda s: s + np.float32(2.0)], ids=["scaled", "shifted"]
 )
-def test_split_calibration_flags_scaled_and_shifted_signals(alter):
+def test_split_calibration_flags_scaled_and_shifted_signals(alter, components):
     rng = np.random.default_rng(5)
     calibration = rng.standard_normal((1000, 4, 16)).astype(np.float32)
     altered = alter(rng.standard_normal((500, 4, 16)).astype(np.float32))
-    p_values = MaSFCalibration.fit(calibration, "split").p_values(altered)
+    p_values = MaSFCalibration.fit(calibration, "split", components=components).p_values(altered)
     assert np.mean(p_values < IN_DISTRIBUTION_LEVEL) > 0.9
     assert not summarize_p_values(p_values)["in_distribution"]
 
@@ -334,17 +437,30 @@ def test_split_is_seeded_and_recorded():
     assert sorted([*half_a, *half_b]) == list(range(61))
     np.testing.assert_array_equal(calibration_halves(61, seed=9)[0], half_a)
     assert not np.array_equal(calibration_halves(61, seed=10)[0], half_a)
-    fit = MaSFCalibration.fit(calibration, "split", seed=9)
+    fit = MaSFCalibration.fit(calibration, "split", seed=9, components=3)
     described = fit.describe()
-    assert {k: described[k] for k in ("method", "seed", "n_level_1", "n")} == {
-        "method": "split", "seed": 9, "n_level_1": 30, "n": 31,
+    assert {k: described[k] for k in ("method", "seed", "components", "n_level_1", "n")} == {
+        "method": "split", "seed": 9, "components": 3, "n_level_1": 30, "n": 31,
     }  # fmt: skip
-    assert described["variant"] == CALIBRATION_VARIANTS["split"] != CALIBRATION_VARIANTS["in-sample"]
-    assert MaSFCalibration.fit(calibration).describe()["seed"] is None
+    assert (
+        described["variant"]
+        == calibration_variant("split", 3)
+        == (
+            "PCA 3 per layer fitted on half A; conformal level 1 on half A, full-conformal levels 2-3 on "
+            "half B plus the test example"
+        )
+    )
+    unreduced = MaSFCalibration.fit(calibration, "split", seed=9, components=0).describe()
+    assert unreduced["components"] == 0 and unreduced["variant"] == calibration_variant("split", 0)
+    assert not calibration_variant("split", 0).startswith("PCA")
+    assert CALIBRATION_VARIANTS["split"].startswith("PCA 32 per layer fitted on half A; ")  # the default
+    in_sample = MaSFCalibration.fit(calibration).describe()
+    assert (in_sample["seed"], in_sample["components"]) == (None, 0)
+    assert in_sample["variant"] == CALIBRATION_VARIANTS["in-sample"] != described["variant"]
     # The seed matters: another split scores the same test rows differently.
     test = rng.standard_normal((50, 2, 8)).astype(np.float32)
     assert not np.array_equal(
-        fit.p_values(test), MaSFCalibration.fit(calibration, "split", seed=10).p_values(test)
+        fit.p_values(test), MaSFCalibration.fit(calibration, "split", seed=10, components=3).p_values(test)
     )
 
 
@@ -380,7 +496,34 @@ def test_too_few_calibration_examples(method, n, message):
         MaSFCalibration.fit(signals, method)
     with pytest.raises(UserError, match=message):
         masf_oracle_p_values(signals, signals, method)
-    MaSFCalibration.fit(np.zeros((n + 1, 2, 3), dtype=np.float32), method)  # one more is enough
+    MaSFCalibration.fit(np.zeros((n + 1, 2, 3), dtype=np.float32), method, components=0)  # one more is enough
+
+
+@pytest.mark.parametrize(
+    ("components", "message"),
+    [
+        (-1, r"--split-components must be 0 \(no reduction\) or positive, got -1$"),
+        (32, "--split-components 32 must be below the hidden size 32 to reduce it; pass a smaller"),
+        (40, "--split-components 40 must be below the hidden size 32"),
+        (
+            20,
+            r"--split-components 20 needs more than 20 examples in half A, got 20 \(half A varies in at most "
+            r"19 directions\); pass a smaller --split-components, or 0 for no reduction, or use a larger",
+        ),
+    ],
+)
+def test_bad_split_components_are_one_line_user_errors(components, message):
+    signals = np.random.default_rng(0).standard_normal((40, 2, 32)).astype(np.float32)
+    for call in (
+        lambda: MaSFCalibration.fit(signals, "split", components=components),
+        lambda: masf_numpy_p_values(signals, signals, "split", components=components),
+        lambda: masf_oracle_p_values(signals, signals, "split", components=components),
+    ):
+        with pytest.raises(UserError, match=message) as raised:
+            call()
+        assert "\n" not in str(raised.value)
+    MaSFCalibration.fit(signals, "split", components=19)  # |A| − 1 directions: fine
+    MaSFCalibration.fit(signals, "in-sample", components=max(components, 0))  # the split's option only
 
 
 def test_unknown_calibration_method_rejected():
@@ -448,7 +591,7 @@ def test_small_split_calibration_does_not_saturate():
     # apart (they count the extreme features), and the floor is 1 / (|B| + 1), reached far from the data.
     rng = np.random.default_rng(2)
     calibration = rng.standard_normal((60, 7, 384)).astype(np.float32)
-    fit = MaSFCalibration.fit(calibration, "split")
+    fit = MaSFCalibration.fit(calibration, "split", components=0)
     assert fit.p_value_floor == pytest.approx(1 / 31, abs=1e-15)
     far_away = calibration[:10] + np.float32(10.0)
     np.testing.assert_allclose(fit.p_values(far_away), 1 / 31, rtol=0, atol=1e-15)
@@ -461,6 +604,6 @@ def test_large_calibration_has_a_low_p_value_floor(method, floor):
     # 1 / (|B| + 1) when no calibration example of B saturates.
     rng = np.random.default_rng(3)
     calibration = rng.standard_normal((400, 3, 16)).astype(np.float32)
-    fit = MaSFCalibration.fit(calibration, method)
+    fit = MaSFCalibration.fit(calibration, method, components=0)
     assert fit.p_value_floor == pytest.approx(floor, abs=1e-15)
     np.testing.assert_allclose(fit.p_values(calibration[:5] + np.float32(10.0)), floor, rtol=0, atol=1e-15)

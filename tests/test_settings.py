@@ -89,6 +89,13 @@ def test_measures_are_resolved_once_into_specs() -> None:
     assert [s.name for s in explained.specs] == ["loo-abs", "beam-sign-3"]  # exactly what is asked
 
 
+def test_masf_fingerprint_holds_the_split_reduction() -> None:
+    base = MasfSettings(("m",), DATA, calibrations=("split",))
+    assert base.split_components == 32 and base.to_dict()["split_components"] == 32
+    assert replace(base, split_components=0).fingerprint() != base.fingerprint()
+    assert replace(base, split_components=16).fingerprint() != base.fingerprint()
+
+
 def test_aopc_fingerprint_holds_the_content_of_each_explanations_file(tmp_path) -> None:
     explanations = tmp_path / "outside.jsonl"
     explanations.write_text('{"index": 0, "token_scores": [1]}\n')
@@ -109,6 +116,7 @@ def test_aopc_fingerprint_holds_the_content_of_each_explanations_file(tmp_path) 
         (lambda: ExplainSettings("m", DATA, measure_options={"ig_steps": 0}), "ig_steps must be an integer"),
         (lambda: ExplainSettings("m", DATA, ("beam", "beam-sign-10")), "beam-sign-10 is given twice"),
         (lambda: MasfSettings(("m",), DATA, measure="loo-abs"), "go together"),
+        (lambda: MasfSettings(("m",), DATA, split_components=-1), "--split-components must be 0 .* got -1"),
         (lambda: TrainSettings(DATA, width=100), "--width 100 does not work"),
         (lambda: EngineOptions(token_budget=0), "--token-budget must be at least 1"),
         (lambda: BackendOptions(provider="tpu"), "unknown ONNX Runtime provider 'tpu'"),

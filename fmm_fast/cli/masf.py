@@ -26,6 +26,7 @@ from fmm_fast.core.records import write_record
 from fmm_fast.core.settings import BackendOptions, EngineOptions, MasfSettings
 from fmm_fast.data.options import DataOptions
 from fmm_fast.distributed.runtime import ScaleOptions, check_scale_out, check_worker_precision
+from fmm_fast.protocols.masf.reduction import DEFAULT_SPLIT_COMPONENTS
 
 MASF_FILES = ("state", "masf.json", "p_values.csv", "masf.png")  # what a masf --out holds
 
@@ -58,6 +59,12 @@ def masf(
         "so p-values reach down to 1/(half + 1). Repeat to score both on the same signals.",
     ),
     calibration_seed: int = typer.Option(0, min=0, help="Seed of the split calibration's halves."),
+    split_components: int = typer.Option(
+        DEFAULT_SPLIT_COMPONENTS,
+        help="The split calibration first reduces each layer's hidden states to this many principal "
+        "components, fitted on its level-1 half only (so it stays valid): more power with a few hundred "
+        "calibration examples. 0: no reduction.",
+    ),
     overwrite: OverwriteOption = False,
     quiet: QuietOption = False,
     engine: EngineOptions,
@@ -91,8 +98,9 @@ def masf(
             None if evaluation is None else str(evaluation),
             tuple(calibration),
             calibration_seed,
-            engine,
-            backend,
+            split_components,
+            engine=engine,
+            backend=backend,
         )
         if scale is not None:
             for path in model:

@@ -25,6 +25,7 @@ from fmm_fast.data.masking import DEFAULT_STRATEGY, TRAINING_BATCH_SIZE, check_s
 from fmm_fast.data.options import DataOptions
 from fmm_fast.measures.registry import check_measure_options
 from fmm_fast.measures.spec import MeasureSpec, resolve_measure, resolve_measures
+from fmm_fast.protocols.masf.reduction import DEFAULT_SPLIT_COMPONENTS, check_components
 from fmm_fast.training.base_models import TINY_ROBERTA
 
 DEFAULT_EXPLAIN_BATCH_ROWS = 32
@@ -260,7 +261,8 @@ class MasfSettings(ResumableSettings):
     seed: of the calibration and random test masking. measure + evaluation: test the masked sets that
     `fmm-fast evaluate --save-masked` saved for `measure` in the seed directory `evaluation`, instead of
     random masking. calibrations: in-sample (the paper's) and/or split, scored on the same signals;
-    calibration_seed picks the split calibration's halves.
+    calibration_seed picks the split calibration's halves; split_components: principal components per layer
+    that the split calibration reduces the signals to, fitted on its half A (0: no reduction).
     """
 
     models: tuple[str, ...]
@@ -270,6 +272,7 @@ class MasfSettings(ResumableSettings):
     evaluation: str | None = None
     calibrations: tuple[str, ...] = ("in-sample",)
     calibration_seed: int = 0
+    split_components: int = DEFAULT_SPLIT_COMPONENTS
     engine: EngineOptions = field(default_factory=EngineOptions)
     backend: BackendOptions = field(default_factory=BackendOptions)
 
@@ -282,6 +285,7 @@ class MasfSettings(ResumableSettings):
         object.__setattr__(self, "calibrations", tuple(dict.fromkeys(self.calibrations)))  # each method once
         for method in self.calibrations:
             check_calibration_method(method)
+        check_components(self.split_components)
         if (self.measure is None) != (self.evaluation is None):
             raise UserError(
                 "--measure and --evaluation go together: the masked sets of MEASURE saved in EVALUATION"

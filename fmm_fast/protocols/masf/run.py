@@ -21,7 +21,7 @@ from fmm_fast.core.settings import MasfSettings
 from fmm_fast.data.masking import STRATEGIES, mask_explained_share, random_masking
 from fmm_fast.data.options import open_split
 from fmm_fast.protocols.curve_stats import RATIOS
-from fmm_fast.protocols.masf.statistic import MaSFCalibration, summarize_p_values
+from fmm_fast.protocols.masf.statistic import MaSFCalibration, check_calibration_size, summarize_p_values
 
 
 class SignalSource(Protocol):
@@ -77,6 +77,8 @@ def masf_signals(
     """
     info = loaded.info
     _, validation = open_split(loaded, replace(settings.data, limit=None), "validation")
+    for method in settings.calibrations:  # one that cannot be fitted fails before the forward passes
+        check_calibration_size(method, len(validation), info.hidden_size, settings.split_components)
     _, test = open_split(loaded, settings.data)
     calibration = engine.signals(
         random_masking(validation, calibration_strategy(info.strategy), info.mask_id, settings.seed)
@@ -101,16 +103,18 @@ def run_masf(
     settings.calibrations (docs/method.md §6).
 
     Every method scores the same signals (one forward pass per example and set); settings.calibration_seed
-    picks the split's halves. engine: what computes the signals, default a MaskBatchEngine on
-    loaded.backend. Returns {method: JSON-ready dict}.
+    picks the split's halves, settings.split_components its reduction. engine: what computes the signals,
+    default a MaskBatchEngine on loaded.backend. Returns {method: JSON-ready dict}.
     """
     calibrations, calibration_seed = settings.calibrations, settings.calibration_seed
+    components = settings.split_components
     if engine is None:
         engine = MaskBatchEngine(loaded.backend, token_budget=settings.engine.token_budget, cache_rows=0)
     info = loaded.info
     calibration_signals, test_sets, test, validation = masf_signals(loaded, settings, engine, progress)
     fits = {
-        method: MaSFCalibration.fit(calibration_signals, method, calibration_seed) for method in calibrations
+        method: MaSFCalibration.fit(calibration_signals, method, calibration_seed, components)
+        for method in calibrations
     }
     p_values: dict[str, dict[float, np.ndarray]] = {method: {} for method in calibrations}
     for ratio, signals in test_sets:

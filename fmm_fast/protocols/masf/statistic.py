@@ -16,11 +16,13 @@ Two calibration methods (CALIBRATION_METHODS):
   and 3 are computed in-sample (each against all N, itself included); p = 1 − ecdf(reference f, f).
   Not a valid p-value: fresh examples of the calibration distribution score too low (docs/method.md §6).
 - "split" (conformal): a seeded half A is the level-1 reference, with conformal level-1
-  p-values p1 = (1 + m) / (|A| + 1) that are never 0; the other half B, scored against A like a test
-  example, calibrates levels 2 and 3 full-conformally: for a test example x, levels 2 and 3 of every
-  member of the bag B ∪ {x} are computed against the whole bag, and p = #{z in the bag: f_z ≥ f_x} /
-  (|B| + 1). The bag is exchangeable when x comes from the calibration distribution, so p is a valid
-  p-value, and its floor is 1 / (|B| + 1) (measured against other variants in bench_masf_calibration.py).
+  p-values p1 = (1 + m) / (|A| + 1) that are never 0; by default every signal is first reduced to the first
+  r principal components per layer fitted on half A (reduction.py; components = 0: none); the other half B,
+  scored against A like a test example, calibrates levels 2 and 3 full-conformally: for a test example x,
+  levels 2 and 3 of every member of the bag B ∪ {x} are computed against the whole bag, and
+  p = #{z in the bag: f_z ≥ f_x} / (|B| + 1). The bag is exchangeable when x comes from the calibration
+  distribution (the reduction is a function of A alone), so p is a valid p-value, and its floor is
+  1 / (|B| + 1) (measured against other variants in bench_masf_calibration.py).
 
 Three implementations give bit-identical p-values:
 - :class:`MaSFCalibration`: Numba kernels (sorted reference columns + binary search), the one to use;
@@ -29,7 +31,9 @@ Three implementations give bit-identical p-values:
 All three compute every float64 value with the same operations (a minimum is exact in any order, the
 Fisher sum runs over layers in order), and all take logarithms through the C library's log (Numba's
 math.log, Python's math.log), because np.log's SIMD version differs from it in the last bit for some
-inputs. Signals are compared as float32 (other dtypes are converted).
+inputs. Signals are compared as float32 (other dtypes are converted); the split's reduction projects
+them once, to float32, before any of the three sees them (LayerProjection.apply gives every signal the same
+bits whatever else it is projected with).
 """
 
 from __future__ import annotations
@@ -42,15 +46,27 @@ import numpy as np
 from numba import prange
 
 from fmm_fast.core.errors import UserError
+from fmm_fast.protocols.masf.reduction import DEFAULT_SPLIT_COMPONENTS, LayerProjection, check_components
 
 MIN_CALIBRATION_EXAMPLES = 20  # per reference set: all N in-sample, each half for split
 CALIBRATION_METHODS = ("in-sample", "split")
-# What each method computes, recorded with its results as "variant". Records without it predate exact ties
-# and the conformal split (whose level-1 p-values m / |A| saturated, with levels 2-3 in-sample on B).
-CALIBRATION_VARIANTS = {
-    "in-sample": "the paper's, with exact ties",
-    "split": "conformal level 1 on half A, full-conformal levels 2-3 on half B plus the test example",
-}
+
+
+def calibration_variant(method: str, components: int = DEFAULT_SPLIT_COMPONENTS) -> str:
+    """What `method` computes with `components` principal components per layer (split only; 0 = none),
+    recorded with its results as "variant". Records without it predate exact ties and the conformal split
+    (whose level-1 p-values m / |A| saturated, with levels 2-3 in-sample on B); records whose split variant
+    names no reduction predate it."""
+    if method == "in-sample":
+        return "the paper's, with exact ties"
+    reduction = f"PCA {components} per layer fitted on half A; " if components else ""
+    return (
+        f"{reduction}conformal level 1 on half A, full-conformal levels 2-3 on half B plus the test example"
+    )
+
+
+# Each method's variant with the default reduction: what bench/reproduce expects a current record to hold.
+CALIBRATION_VARIANTS = {method: calibration_variant(method) for method in CALIBRATION_METHODS}
 FISHER_EPSILON = 1e-8  # keeps log finite for p = 0
 IN_DISTRIBUTION_LEVEL = 0.05
 SHARE_THRESHOLDS = ("0.001", "0.005", "0.01", "0.05", "0.1")
@@ -79,29 +95,40 @@ def _check_signals(signals: np.ndarray, what: str) -> np.ndarray:
     return array
 
 
-def _check_test(test_signals: np.ndarray, signal_shape: tuple[int, int]) -> np.ndarray:
+def _check_test(
+    test_signals: np.ndarray, signal_shape: tuple[int, int], projection: LayerProjection | None
+) -> np.ndarray:
+    """Test signals (M, L+1, D) checked against the calibration's (L+1, D) -> float32 (M, L+1, D), or
+    (M, L+1, r) projected when the calibration reduces its signals."""
     test = _check_signals(test_signals, "test")
     if test.shape[1:] != signal_shape:
         raise UserError(
             f"test signals have shape (layers+1, hidden size) = {test.shape[1:]} but the calibration signals "
             f"have {signal_shape}; score test data with the same model that produced the calibration signals"
         )
-    return test
+    return test if projection is None else projection.apply(test)
 
 
 @dataclass(frozen=True)
 class ReferenceSets:
     """The calibration examples each level compares against, per docs/method.md §6.
 
-    level_1: (N1, L+1, D) float32, the per-feature ECDFs' sample; calibrated: (N2, L+1, D) float32, the
+    level_1: (N1, L+1, R) float32, the per-feature ECDFs' sample; calibrated: (N2, L+1, R) float32, the
     examples whose Simes statistics form the level-2 ECDFs and whose Fisher statistics calibrate level 3
-    (in-sample: both are all N; split: halves A and B).
+    (in-sample: both are all N; split: halves A and B); projection: the split's reduction to R principal
+    components per layer (None: R = D, the signals as they are); signal_shape: (L+1, D) before it.
     """
 
     method: str
     seed: int | None  # the split's seed; None in-sample
     level_1: np.ndarray
     calibrated: np.ndarray
+    projection: LayerProjection | None
+    signal_shape: tuple[int, int]
+
+    def test(self, test_signals: np.ndarray) -> np.ndarray:
+        """(M, L+1, D) test signals -> checked (M, L+1, R) float32, reduced as the calibration is."""
+        return _check_test(test_signals, self.signal_shape, self.projection)
 
 
 def calibration_halves(n_calibration: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -119,21 +146,41 @@ def check_calibration_method(method: str) -> None:
         )
 
 
-def reference_sets(calibration_signals: np.ndarray, method: str, seed: int = 0) -> ReferenceSets:
-    """Checked calibration signals (N, L+1, D) -> the reference sets of `method`; UserError if unusable."""
+def check_calibration_size(method: str, n_calibration: int, hidden: int, components: int) -> None:
+    """UserError unless N calibration examples of hidden size D suffice for `method` (and, for split, for
+    `components` principal components per layer of half A): checked before any signal is computed too."""
     check_calibration_method(method)
-    calibration = _check_signals(calibration_signals, "calibration")
     needed = MIN_CALIBRATION_EXAMPLES * (2 if method == "split" else 1)
-    if calibration.shape[0] < needed:
+    if n_calibration < needed:
         per_half = f" ({MIN_CALIBRATION_EXAMPLES} per half)" if method == "split" else ""
         raise UserError(
             f"MaSF {method} calibration needs at least {needed} calibration examples{per_half}, got "
-            f"{calibration.shape[0]}; use a larger validation split"
+            f"{n_calibration}; use a larger validation split"
         )
+    if method == "split":
+        check_components(components, hidden, n_calibration // 2)
+
+
+def reference_sets(
+    calibration_signals: np.ndarray, method: str, seed: int = 0, components: int = DEFAULT_SPLIT_COMPONENTS
+) -> ReferenceSets:
+    """Checked calibration signals (N, L+1, D) -> the reference sets of `method` (split: reduced to
+    `components` per layer, 0 = not); UserError if unusable."""
+    calibration = _check_signals(calibration_signals, "calibration")
+    n_calibration, n_layers, hidden = calibration.shape
+    check_calibration_size(method, n_calibration, hidden, components)
     if method == "in-sample":
-        return ReferenceSets(method, None, calibration, calibration)
-    half_a, half_b = calibration_halves(calibration.shape[0], seed)
-    return ReferenceSets(method, seed, calibration[half_a], calibration[half_b])
+        return ReferenceSets(method, None, calibration, calibration, None, (n_layers, hidden))
+    half_a, half_b = calibration_halves(n_calibration, seed)
+    level_1, calibrated = calibration[half_a], calibration[half_b]
+    if not components:
+        return ReferenceSets(method, seed, level_1, calibrated, None, (n_layers, hidden))
+    # Fitted on half A only, then applied to A, B and every test example alike: given A it is one fixed map,
+    # so B ∪ {test example} stays exchangeable and the full-conformal p-value stays valid.
+    projection = LayerProjection.fit(level_1, components)
+    return ReferenceSets(
+        method, seed, projection.apply(level_1), projection.apply(calibrated), projection, (n_layers, hidden)
+    )
 
 
 # ------------------------------------------------------------------------------------------- Numba kernels
@@ -394,10 +441,11 @@ class FullConformalLevels:
 class MaSFCalibration:
     """Calibration signals reduced to what scoring needs; fit once, score many test sets.
 
-    sorted_columns: (F, N1) float32, F = (L+1)·D, each feature's level-1 reference values ascending;
-    level_1: _level_1_p_values(N1, D, conformal); levels: levels 2 and 3 (InSampleLevels or
+    sorted_columns: (F, N1) float32, F = (L+1)·R, each feature's level-1 reference values ascending;
+    level_1: _level_1_p_values(N1, R, conformal); levels: levels 2 and 3 (InSampleLevels or
     FullConformalLevels over N2 calibrating examples); method: "in-sample" or "split", seed: the split's
-    seed (None in-sample). N1 = N2 = N in-sample; |A| and |B| for split.
+    seed (None in-sample); projection: the split's reduction to R features per layer (None: R = D);
+    signal_shape: the signals' (L+1, D). N1 = N2 = N in-sample; |A| and |B| for split.
     """
 
     def __init__(
@@ -407,17 +455,21 @@ class MaSFCalibration:
         levels: InSampleLevels | FullConformalLevels,
         method: str,
         seed: int | None,
+        projection: LayerProjection | None,
+        signal_shape: tuple[int, int],
     ):
         self.sorted_columns = sorted_columns
         self.level_1 = level_1
         self.levels = levels
         self.method = method
         self.seed = seed
+        self.projection = projection
+        self.signal_shape = signal_shape
 
     @property
-    def signal_shape(self) -> tuple[int, int]:
-        n_layers = self.levels.sorted_simes.shape[0]
-        return n_layers, self.sorted_columns.shape[0] // n_layers
+    def components(self) -> int:
+        """Principal components per layer of the split's reduction; 0 when the signals are not reduced."""
+        return 0 if self.projection is None else self.projection.components
 
     @property
     def n_level_1(self) -> int:
@@ -440,11 +492,13 @@ class MaSFCalibration:
         return float(self.levels.p_values(simes_zero)[0])
 
     def describe(self) -> dict:
-        """JSON-ready: the method, its variant, the split's seed, the reference sizes, the p-value floor."""
+        """JSON-ready: the method, its variant, the split's seed and reduction (components per layer, 0 =
+        none), the reference sizes, the p-value floor."""
         return {
             "method": self.method,
-            "variant": CALIBRATION_VARIANTS[self.method],
+            "variant": calibration_variant(self.method, self.components),
             "seed": self.seed,
+            "components": self.components,
             "n_level_1": self.n_level_1,
             "n": self.n_calibration,
             "p_value_floor": self.p_value_floor,
@@ -452,20 +506,27 @@ class MaSFCalibration:
 
     @classmethod
     def fit(
-        cls, calibration_signals: np.ndarray, method: str = "in-sample", seed: int = 0
+        cls,
+        calibration_signals: np.ndarray,
+        method: str = "in-sample",
+        seed: int = 0,
+        components: int = DEFAULT_SPLIT_COMPONENTS,
     ) -> MaSFCalibration:
         """calibration_signals: (N, L+1, D) float32, N ≥ 20 (split: ≥ 40); method in CALIBRATION_METHODS;
-        seed: which half is A (split only)."""
-        sets = reference_sets(calibration_signals, method, seed)
+        seed: which half is A, components: principal components per layer fitted on half A, 0 < components
+        < min(D, |A|), or 0 for none (both split only)."""
+        sets = reference_sets(calibration_signals, method, seed, components)
         sorted_columns = _sorted_feature_columns(sets.level_1)
         level_1 = _level_1_p_values(*sets.level_1.shape[::2], conformal=method == "split")
         reference_simes = _simes_statistics_dynamic(sets.calibrated, sorted_columns, level_1)
         levels = (FullConformalLevels if method == "split" else InSampleLevels).fit(reference_simes)
-        return cls(sorted_columns, level_1, levels, sets.method, sets.seed)
+        return cls(
+            sorted_columns, level_1, levels, sets.method, sets.seed, sets.projection, sets.signal_shape
+        )
 
     def p_values(self, test_signals: np.ndarray) -> np.ndarray:
         """(N_test, L+1, D) float32 -> (N_test,) float64 right-sided MaSF p-values."""
-        test = _check_test(test_signals, self.signal_shape)
+        test = _check_test(test_signals, self.signal_shape, self.projection)
         return self.levels.p_values(_simes_statistics_dynamic(test, self.sorted_columns, self.level_1))
 
 
@@ -473,14 +534,18 @@ class MaSFCalibration:
 
 
 def masf_oracle_p_values(
-    calibration_signals: np.ndarray, test_signals: np.ndarray, method: str = "in-sample", seed: int = 0
+    calibration_signals: np.ndarray,
+    test_signals: np.ndarray,
+    method: str = "in-sample",
+    seed: int = 0,
+    components: int = DEFAULT_SPLIT_COMPONENTS,
 ) -> np.ndarray:
     """(N_cal, L+1, D), (N_test, L+1, D) float32 -> (N_test,) float64: method.md §6 level by level,
     every ECDF a direct count over the whole reference (O(N²) comparisons); split: each test example's
     bag is half B and itself, so each member's count gains 1 where the test example is below it."""
-    sets = reference_sets(calibration_signals, method, seed)
+    sets = reference_sets(calibration_signals, method, seed, components)
     n_level_1, n_layers, hidden = sets.level_1.shape
-    test = _check_test(test_signals, (n_layers, hidden))
+    test = sets.test(test_signals)
     offset = int(method == "split")  # conformal level 1: (1 + m) / (N1 + 1)
     ranks = np.arange(1, hidden + 1)
 
@@ -522,12 +587,16 @@ def masf_oracle_p_values(
 
 
 def masf_numpy_p_values(
-    calibration_signals: np.ndarray, test_signals: np.ndarray, method: str = "in-sample", seed: int = 0
+    calibration_signals: np.ndarray,
+    test_signals: np.ndarray,
+    method: str = "in-sample",
+    seed: int = 0,
+    components: int = DEFAULT_SPLIT_COMPONENTS,
 ) -> np.ndarray:
     """(N_cal, L+1, D), (N_test, L+1, D) float32 -> (N_test,) float64; every ECDF by np.searchsorted."""
-    sets = reference_sets(calibration_signals, method, seed)
+    sets = reference_sets(calibration_signals, method, seed, components)
     n_level_1, n_layers, hidden = sets.level_1.shape
-    test = _check_test(test_signals, (n_layers, hidden))
+    test = sets.test(test_signals)
     sorted_level_1 = np.sort(sets.level_1.reshape(n_level_1, -1), axis=0)  # (N1, F)
     offset = int(method == "split")  # conformal level 1: (1 + m) / (N1 + 1)
     ranks = np.arange(1, hidden + 1)

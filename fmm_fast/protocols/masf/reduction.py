@@ -1,0 +1,87 @@
+"""The split calibration's feature reduction (docs/method.md §6): per layer, the first r principal components
+of half A.
+
+With 384 features per layer and a few hundred examples in half A, nearly every fresh example is some
+feature's extreme, and the Simes statistics of B and of a test example crowd at the bottom; a few principal
+components per layer keep the directions the data vary in and lift the split calibration's power (measured in
+bench/bench_masf_calibration.py).
+
+It keeps the split calibration valid because it is a function of half A alone: given A, every member of half
+B and a test example from the calibration distribution go through the same fixed map, so the bag B ∪ {x}
+stays exchangeable and the full-conformal p-value keeps its guarantee. A reduction fitted on data that
+includes B but not x would treat them differently (B's members would be in-sample for it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fmm_fast.core.errors import UserError
+
+DEFAULT_SPLIT_COMPONENTS = 32  # per layer; 0 = no reduction
+
+
+def check_components(components: int, hidden: int | None = None, n_level_1: int | None = None) -> None:
+    """UserError unless 0 ≤ components < hidden and components < n_level_1 (the examples of half A): half A
+    varies in at most |A| − 1 directions, and `hidden` or more would not reduce anything."""
+    fix = "pass a smaller --split-components, or 0 for no reduction"
+    if components < 0:
+        raise UserError(f"--split-components must be 0 (no reduction) or positive, got {components}")
+    if components == 0:
+        return
+    if hidden is not None and components >= hidden:
+        raise UserError(
+            f"--split-components {components} must be below the hidden size {hidden} to reduce it; {fix}"
+        )
+    if n_level_1 is not None and components >= n_level_1:
+        raise UserError(
+            f"--split-components {components} needs more than {components} examples in half A, got "
+            f"{n_level_1} (half A varies in at most {n_level_1 - 1} directions); {fix}, or use a larger "
+            "validation split"
+        )
+
+
+@dataclass(frozen=True)
+class LayerProjection:
+    """Each layer's signals centred on half A's mean and projected on half A's first r principal axes.
+
+    mean: (L+1, D) float64, half A's mean per layer; axes: (L+1, D, r) float64, each layer's first r right
+    singular vectors of the centred half A, in order of decreasing variance, each signed so that its
+    largest-magnitude loading is positive (so the result does not depend on the SVD routine's sign choice).
+    """
+
+    mean: np.ndarray
+    axes: np.ndarray
+
+    @classmethod
+    def fit(cls, half_a: np.ndarray, components: int) -> LayerProjection:
+        """half_a: (|A|, L+1, D) float32; 0 < components < min(D, |A|)."""
+        check_components(components, half_a.shape[2], half_a.shape[0])
+        values = half_a.astype(np.float64)
+        mean = values.mean(axis=0)
+        axes = np.empty((half_a.shape[1], half_a.shape[2], components), dtype=np.float64)
+        for layer in range(half_a.shape[1]):
+            _, _, rows = np.linalg.svd(values[:, layer] - mean[layer], full_matrices=False)
+            top = rows[:components]  # (r, D)
+            signs = np.sign(top[np.arange(components), np.abs(top).argmax(axis=1)])
+            axes[layer] = (top * signs[:, None]).T
+        return cls(mean, axes)
+
+    @property
+    def components(self) -> int:
+        return int(self.axes.shape[2])
+
+    def apply(self, signals: np.ndarray) -> np.ndarray:
+        """(M, L+1, D) float32 -> (M, L+1, r) float32.
+
+        Accumulated in float64 over d = 0, 1, ..., D − 1 by elementwise operations (no BLAS, whose summation
+        order depends on the batch's shape), then rounded once to float32: a signal projects to the same bits
+        whichever other signals share its call, so every implementation that projects it agrees exactly.
+        """
+        centred = signals.astype(np.float64) - self.mean
+        projected = np.zeros((len(signals), self.axes.shape[0], self.components), dtype=np.float64)
+        for dim in range(self.axes.shape[1]):
+            projected += centred[:, :, dim, None] * self.axes[:, dim, :]
+        return projected.astype(np.float32)

@@ -3,6 +3,12 @@
     .venv/bin/python bench/bench_masf_calibration.py [--variants NAME ...] [--repeats R]
         [--reproduction DIR --seeds S ...] [--cache DIR] [--json PATH]
 
+e.g. the product's split calibration at r = 0, 16, 32, 64 principal components per layer on the movie-snippets
+reproduction's three seeds:
+
+    .venv/bin/python bench/bench_masf_calibration.py --variants split-r0 split-r16 split-r32 split-r64 \
+        --reproduction /work/runs/masf/movie --seeds 0 1 2 --cache /work/runs/masf/signals --json OUT.json
+
 Not a timing. The split calibration fits level 1 on a seeded half A of the calibration signals and calibrates
 levels 2 and 3 on the other half B. Before this study its level-1 p-values were m / |A| (0 for a value outside
 A's range), and with 7 × 384 features nearly every example of B has such a feature in every layer, so its
@@ -10,22 +16,24 @@ p-value floor was ≈ 0.2 at N ≈ 900. Candidates (VARIANTS):
   split-before        level 1 m / |A|; levels 2-3 of B in-sample (each member against all of B), level 3
                       conformal: p = (1 + #{f_B ≥ f}) / (|B| + 1);
   conformal-l1        level 1 conformal, (1 + m) / (|A| + 1), never 0; levels 2-3 as split-before;
-  conformal-l1-full   level 1 conformal; levels 2-3 full-conformal over the bag B ∪ {test example}
-                      (MaSFCalibration's split: exactly exchangeable, so valid);
-  cross-conformal-K   every calibration example at level 1: K folds, each calibrated as conformal-l1-full
-                      against the other K − 1 folds, p = (1 + Σ_folds #{f_fold ≥ f}) / (N + 1);
-  pca32-split-before  split-before on 32 principal components per layer, fitted on half A;
-  pca32-conformal     conformal-l1-full on the same components.
+  split-rR            the product's split calibration, MaSFCalibration.fit(..., "split", seed, components=R):
+                      R principal components per layer fitted on half A (R = 0: none), level 1 conformal,
+                      levels 2-3 full-conformal over the bag B ∪ {test example} (exactly exchangeable, so
+                      valid); split-r0 is the split without the reduction;
+  cross-conformal-K   every calibration example at level 1: K folds, each calibrated as split-r0 against
+                      the other K − 1 folds, p = (1 + Σ_folds #{f_fold ≥ f}) / (N + 1);
+  pca32-split-before  split-before on the product's reduction to 32 principal components per layer.
 Measured:
   validity  share of p < 0.05 on fresh same-distribution rows, mean over --repeats calibration draws:
             synthetic N = 917 calibration and 1,000 fresh rows of 7 × 384 Gaussian and |t(3)| features;
             with --reproduction, each model's real validation signals split in two random halves
             (calibrate on one, score the other);
   floor     the p-value of a row far outside the data (synthetic; and each model's whole validation split);
-  power     with --reproduction: each model calibrated on its whole validation split, the Simes summary of
-            the 150 test sentences' p-values per masking ratio (in distribution if > 0.05), beside the
-            in-sample calibration's. Goal: the plain model flagged at ≥ 80% masking where in-sample flags it,
-            the masked model in distribution up to 80%.
+  power     with --reproduction: each model calibrated on its whole validation split (split seed 0, as
+            `fmm-fast masf` by default), the Simes summary of the 150 test sentences' p-values per masking
+            ratio (in distribution if > 0.05), beside the in-sample calibration's. Goal: the plain model
+            flagged at every ratio ≥ 0.8 where in-sample flags it, the masked model in distribution at every
+            ratio ≤ 0.8 (printed per variant as "goals").
 --reproduction DIR is a `bench/reproduce --scale small --datasets movie-snippets --masf-only` folder
 (its onnx/movie-snippets-{plain,masked}-seed-S.onnx); the signals are computed as `fmm-fast masf` computes
 them (protocols.masf.run.masf_signals) and cached in --cache.
@@ -40,6 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fmm_fast.protocols.masf.reduction import LayerProjection
 from fmm_fast.protocols.masf.statistic import (
     IN_DISTRIBUTION_LEVEL,
     FullConformalLevels,
@@ -53,9 +62,10 @@ from fmm_fast.protocols.masf.statistic import (
 
 LAYERS, HIDDEN = 7, 384
 N_CALIBRATION, N_FRESH = 917, 1000
-PCA_COMPONENTS = 32
 FAR_AWAY = np.float32(1e6)
-RATIOS_CHECKED = ("0.0", "0.2", "0.4", "0.6", "0.8", "1.0")
+RATIOS_CHECKED = tuple(f"{0.1 * j:.1f}" for j in range(11))
+POWER_SPLIT_SEED = 0  # `fmm-fast masf --calibration-seed`'s default: the halves the README's tables used
+FLAGGED_FROM, IN_DISTRIBUTION_UP_TO = 0.8, 0.8  # the power goals' ratios
 
 Variant = Callable[[np.ndarray, np.ndarray, int], np.ndarray]
 
@@ -96,8 +106,11 @@ def conformal_l1(calibration: np.ndarray, test: np.ndarray, seed: int) -> np.nda
     return in_sample_b_p_values(simes_against(a, b, True), simes_against(a, test, True))
 
 
-def conformal_l1_full(calibration: np.ndarray, test: np.ndarray, seed: int) -> np.ndarray:
-    return MaSFCalibration.fit(calibration, "split", seed).p_values(test)
+def product_split(components: int) -> Variant:
+    def variant(calibration: np.ndarray, test: np.ndarray, seed: int) -> np.ndarray:
+        return MaSFCalibration.fit(calibration, "split", seed, components).p_values(test)
+
+    return variant
 
 
 def cross_conformal(folds: int) -> Variant:
@@ -114,36 +127,20 @@ def cross_conformal(folds: int) -> Variant:
     return variant
 
 
-def principal_components(a: np.ndarray, *others: np.ndarray) -> list[np.ndarray]:
-    """Per layer, the first PCA_COMPONENTS principal components fitted on a: (·, L+1, D) -> (·, L+1, r)."""
-    projected = [np.empty((len(x), a.shape[1], PCA_COMPONENTS), dtype=np.float32) for x in (a, *others)]
-    for layer in range(a.shape[1]):
-        values = a[:, layer].astype(np.float64)
-        mean = values.mean(axis=0)
-        _, _, vt = np.linalg.svd(values - mean, full_matrices=False)
-        for x, out in zip((a, *others), projected, strict=True):
-            out[:, layer] = (x[:, layer].astype(np.float64) - mean) @ vt[:PCA_COMPONENTS].T
-    return projected
-
-
-def pca_split(conformal: bool) -> Variant:
-    def variant(calibration: np.ndarray, test: np.ndarray, seed: int) -> np.ndarray:
-        a, b, t = principal_components(*halves(calibration, seed), test)
-        if conformal:
-            return FullConformalLevels.fit(simes_against(a, b, True)).p_values(simes_against(a, t, True))
-        return in_sample_b_p_values(simes_against(a, b, False), simes_against(a, t, False))
-
-    return variant
+def pca32_split_before(calibration: np.ndarray, test: np.ndarray, seed: int) -> np.ndarray:
+    a, b = halves(calibration, seed)
+    projection = LayerProjection.fit(a, 32)
+    a, b, test = (projection.apply(x) for x in (a, b, test))
+    return in_sample_b_p_values(simes_against(a, b, False), simes_against(a, test, False))
 
 
 VARIANTS: dict[str, Variant] = {
     "split-before": split_before,
     "conformal-l1": conformal_l1,
-    "conformal-l1-full": conformal_l1_full,
+    **{f"split-r{components}": product_split(components) for components in (0, 8, 16, 32, 64, 128)},
     "cross-conformal-2": cross_conformal(2),
     "cross-conformal-5": cross_conformal(5),
-    "pca32-split-before": pca_split(False),
-    "pca32-conformal": pca_split(True),
+    "pca32-split-before": pca32_split_before,
 }
 
 
@@ -204,7 +201,7 @@ def model_signals(onnx: Path, seed: int, cache: Path) -> dict[str, np.ndarray]:
     return signals
 
 
-def power(variant: Variant | None, signals: dict[str, np.ndarray], seed: int) -> dict[str, float]:
+def power(variant: Variant | None, signals: dict[str, np.ndarray]) -> dict[str, float]:
     """Simes summary of the test p-values per ratio, calibrated on the whole validation split (None: the
     in-sample calibration)."""
     simes = {}
@@ -212,9 +209,28 @@ def power(variant: Variant | None, signals: dict[str, np.ndarray], seed: int) ->
         if variant is None:
             p_values = MaSFCalibration.fit(signals["validation"]).p_values(signals[ratio])
         else:
-            p_values = variant(signals["validation"], signals[ratio], seed)
+            p_values = variant(signals["validation"], signals[ratio], POWER_SPLIT_SEED)
         simes[ratio] = summarize_p_values(p_values)["simes"]
     return simes
+
+
+def power_goals(row: dict, in_sample: dict, seeds: list[int]) -> dict[str, bool]:
+    """Per seed: plain flagged (Simes ≤ 0.05) at every ratio ≥ 0.8 where in-sample flags it; masked in
+    distribution (Simes > 0.05) at every ratio ≤ 0.8."""
+    goals = {}
+    for seed in seeds:
+        plain, masked = f"plain seed {seed}", f"masked seed {seed}"
+        goals[f"plain flagged seed {seed}"] = all(
+            row[plain]["power"][ratio] <= IN_DISTRIBUTION_LEVEL
+            for ratio, simes in in_sample[plain]["power"].items()
+            if float(ratio) >= FLAGGED_FROM and simes <= IN_DISTRIBUTION_LEVEL
+        )
+        goals[f"masked in distribution seed {seed}"] = all(
+            simes > IN_DISTRIBUTION_LEVEL
+            for ratio, simes in row[masked]["power"].items()
+            if float(ratio) <= IN_DISTRIBUTION_UP_TO
+        )
+    return goals
 
 
 def main() -> None:
@@ -238,7 +254,7 @@ def main() -> None:
                 models[f"{strategy} seed {seed}"] = (model_signals(onnx, seed, args.cache), seed)
         results["in-sample"] = {
             name: {
-                "power": power(None, signals, seed),
+                "power": power(None, signals),
                 "floor": MaSFCalibration.fit(signals["validation"]).p_value_floor,
             }
             for name, (signals, seed) in models.items()
@@ -254,11 +270,11 @@ def main() -> None:
                 f"(per draw {np.round(row[kind]['per_repeat'], 3).tolist()})  floor {row[kind]['floor']:.4f}",
                 flush=True,
             )
-        for model, (signals, seed) in models.items():
+        for model, (signals, _) in models.items():
             row[model] = {
                 **real_validity(variant, signals["validation"], args.repeats),
-                "floor": floor(variant, signals["validation"], seed),
-                "power": power(variant, signals, seed),
+                "floor": floor(variant, signals["validation"], POWER_SPLIT_SEED),
+                "power": power(variant, signals),
             }
             figures = row[model]
             print(
@@ -266,6 +282,9 @@ def main() -> None:
                 f"{figures['floor']:.4f}  Simes per ratio {_ratios(figures['power'])}",
                 flush=True,
             )
+        if models:
+            row["goals"] = power_goals(row, results["in-sample"], args.seeds)
+            print(f"{name:<19} goals {row['goals']}", flush=True)
         results["variants"][name] = row
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -22,7 +22,8 @@ whose run marker says it finished with the same fingerprint (its settings and th
 is skipped, so an interrupted study resumes where it stopped (evaluations and the overlap resume
 mid-step), and a changed setting, or a retrained model, redoes the steps it changes; an export (a file) is
 removed by its training step when that runs again. A MaSF result that lacks a calibration of
-MASF_CALIBRATIONS, or has an older variant of one (CALIBRATION_VARIANTS), is redone.
+MASF_CALIBRATIONS, or has an older variant of one (calibration_variant: e.g. a split without its
+reduction), is redone.
 
 --masf-only trains and exports only the plain and masked models and runs MaSF: README-masf.md holds
 tables (c) and (e). A later run without it, into the same folder, reuses all of that.

@@ -15,7 +15,8 @@ from fmm_fast.core.records import read_record
 from fmm_fast.core.settings import EvaluationSettings, MasfSettings, TrainSettings
 from fmm_fast.data.options import DataOptions
 from fmm_fast.measures.registry import PAPER_BEAM, measure_names
-from fmm_fast.protocols.masf.statistic import CALIBRATION_METHODS, CALIBRATION_VARIANTS
+from fmm_fast.protocols.masf.reduction import DEFAULT_SPLIT_COMPONENTS
+from fmm_fast.protocols.masf.statistic import CALIBRATION_METHODS, calibration_variant
 from fmm_fast.protocols.supporting_facts import run_supporting_overlap
 from fmm_fast.report.order import CANONICAL_STRATEGIES
 from fmm_fast.training.base_models import MINILM, TINY_ROBERTA, pretrained_minilm
@@ -40,6 +41,14 @@ class DatasetPlan:
     masf_limit: int | None  # test examples MaSF scores at every ratio
     layers: int = 2  # tiny-roberta only
     width: int = 64  # tiny-roberta only
+
+    @property
+    def split_components(self) -> int:
+        """MaSF's split reduction per layer: the default, at most half a tiny-roberta's width (it must stay
+        below the hidden size)."""
+        if self.model == TINY_ROBERTA:
+            return min(DEFAULT_SPLIT_COMPONENTS, self.width // 2)
+        return DEFAULT_SPLIT_COMPONENTS
 
     @property
     def has_supporting_facts(self) -> bool:
@@ -147,16 +156,21 @@ def _has_measures(measures: Sequence[str], record: str = "") -> Callable[[Path],
     return lambda output: set(measures) <= set(read_record(output / record if record else output)["measures"])
 
 
-def _has_calibrations(path: Path) -> bool:
-    """A masf.json with every calibration of MASF_CALIBRATIONS in its current variant (an older one, e.g.
-    from before exact ties, is redone)."""
-    if not path.is_file():
-        return False
-    calibrations = {
-        (model["calibration"].get("method"), model["calibration"].get("variant"))
-        for model in read_record(path)["models"].values()
-    }
-    return {(method, CALIBRATION_VARIANTS[method]) for method in MASF_CALIBRATIONS} <= calibrations
+def _has_calibrations(split_components: int) -> Callable[[Path], bool]:
+    """A masf.json with every calibration of MASF_CALIBRATIONS in its current variant with this reduction
+    (an older one, e.g. from before exact ties or the reduction, is redone)."""
+
+    def complete(path: Path) -> bool:
+        if not path.is_file():
+            return False
+        calibrations = {
+            (model["calibration"].get("method"), model["calibration"].get("variant"))
+            for model in read_record(path)["models"].values()
+        }
+        wanted = {(method, calibration_variant(method, split_components)) for method in MASF_CALIBRATIONS}
+        return wanted <= calibrations
+
+    return complete
 
 
 def _limited(limit: int | None) -> list[str]:
@@ -309,8 +323,16 @@ class Study:
         argv = ["masf", *[a for m in models for a in ("--model", str(m))], *plan.data_arguments(True)]
         argv += [*_limited(plan.masf_limit), "--seed", str(seed), "--out", str(out)]
         argv += [a for method in MASF_CALIBRATIONS for a in ("--calibration", method)]
+        argv += ["--split-components", str(plan.split_components)]
         data = plan.data(plan.masf_limit, whole_validation=True)
-        settings = MasfSettings(tuple(map(str, models)), data, seed, calibrations=MASF_CALIBRATIONS)
+        settings = MasfSettings(
+            tuple(map(str, models)),
+            data,
+            seed,
+            calibrations=MASF_CALIBRATIONS,
+            split_components=plan.split_components,
+        )
+        complete = _has_calibrations(plan.split_components)
         return Step(
             f"masf {plan.dataset} seed {seed}",
             self.shown(argv),
@@ -318,7 +340,7 @@ class Study:
             out,
             claim=lambda: ("masf", settings.fingerprint_fields()),
             unsettled=(PRECISION_FIELD,),
-            complete=lambda output: _has_calibrations(output / "masf.json"),
+            complete=lambda output: complete(output / "masf.json"),
             clear=(out,),
         )
 

@@ -117,9 +117,10 @@ def masf_table(study: Study) -> str:
         "calibrated on the validation split masked as the model was trained): median over seeds, and in "
         f"parentheses the seeds whose p-value is above {IN_DISTRIBUTION_LEVEL} (in distribution). "
         "Both with exact ties. Calibration: in-sample is the paper's (not a valid p-value: fresh "
-        "in-distribution inputs score too low); split fits level 1 on a seeded half of the validation split "
-        "with conformal p-values and calibrates levels 2-3 on the other half together with each test "
-        "example (valid). The last column: the calibrating examples (split: the second half) and the "
+        "in-distribution inputs score too low); split reduces each layer to its first principal components "
+        "fitted on a seeded half of the validation split (how many: masf.json's calibration.variant), fits "
+        "level 1 on that half with conformal p-values and calibrates levels 2-3 on the other half together "
+        "with each test example (valid). The last column: the calibrating examples (split: the second half) and the "
         "median p-value floor (`MaSFCalibration.p_value_floor`, the smallest p-value the calibration "
         "allows); a floor above 0.05 means the test cannot detect anything."
     )

@@ -120,9 +120,9 @@ def masf_table(study: Study) -> str:
         "in-distribution inputs score too low); split reduces each layer to its first principal components "
         "fitted on a seeded half of the validation split (how many: masf.json's calibration.variant), fits "
         "level 1 on that half with conformal p-values and calibrates levels 2-3 on the other half together "
-        "with each test example (valid). The last column: the calibrating examples (split: the second half) and the "
-        "median p-value floor (`MaSFCalibration.p_value_floor`, the smallest p-value the calibration "
-        "allows); a floor above 0.05 means the test cannot detect anything."
+        "with each test example (valid). The last column: the calibrating examples (split: the second "
+        "half) and the median p-value floor (`MaSFCalibration.p_value_floor`, the smallest p-value the "
+        "calibration allows); a floor above 0.05 means the test cannot detect anything."
     )
     return f"{caption}\n\n{markdown_table(header, rows)}"
 

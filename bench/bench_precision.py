@@ -147,10 +147,10 @@ def erasure(
         tuple(measures),
         SEED,
         save_masked=True,
-        backend=replace(CPU, precision=loaded.precision.requested),
+        backend=replace(CPU, precision=loaded.precision),
     )
     run = ErasureRun(
-        settings.ran_in(loaded.precision.used),
+        settings,
         split,
         MaskBatchEngine(loaded.backend),
         out,

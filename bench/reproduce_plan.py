@@ -10,7 +10,6 @@ from pathlib import Path
 from reproduce_steps import Step, fmm_fast_command
 
 from fmm_fast.backends.options import BackendOptions
-from fmm_fast.cli.seed_runs import PRECISION_FIELD
 from fmm_fast.core.records import read_record
 from fmm_fast.core.settings import EvaluationSettings, MasfSettings, TrainSettings
 from fmm_fast.data.options import DataOptions
@@ -309,7 +308,6 @@ class Study:
                     fmm_fast_command(argv),
                     out / f"seed-{seed}",
                     claim=lambda settings=settings: ("evaluate", settings.fingerprint_fields()),
-                    unsettled=(PRECISION_FIELD,),  # resolved when the model loads
                     complete=_has_measures(measures, "result.json"),  # the fingerprint leaves them out
                     clear=(out,),
                     resumable=True,
@@ -339,7 +337,6 @@ class Study:
             fmm_fast_command(argv),
             out,
             claim=lambda: ("masf", settings.fingerprint_fields()),
-            unsettled=(PRECISION_FIELD,),
             complete=lambda output: complete(output / "masf.json"),
             clear=(out,),
         )

@@ -21,8 +21,8 @@ class Step:
     the content of input files an earlier step writes); a changed setting or input is another fingerprint,
     so the step runs again. Without a claim (a command writing one file: export, the overlap record) the
     step is done when `output` exists; the step that makes its input removes it when it runs again (clear).
-    unsettled: fields the command settles only when it runs (the precision an evaluation runs in, resolved
-    when the model loads), left out of the comparison. complete(output): what else the output must hold
+    The settings resolve their precision as they are built, so a claim holds the precision that runs.
+    complete(output): what else the output must hold
     (measures, which a fingerprint leaves out). clear: what a step removes before it runs, by the commands'
     ownership rule (never a file fmm-fast did not write): its own earlier output (unless it resumes a run
     of the same fingerprint) and the file outputs derived from it.
@@ -33,22 +33,18 @@ class Step:
     run: Callable[[], None]
     output: Path
     claim: Callable[[], tuple[str, dict]] | None = None
-    unsettled: tuple[str, ...] = ()
     complete: Callable[[Path], bool] = lambda _: True
     clear: tuple[Path, ...] = ()
     resumable: bool = False
 
     def done(self) -> bool:
-        if self.claim is None:
-            finished = self.output.exists()
-        else:
-            finished = finished_run(self.output, *self.claim(), unsettled=self.unsettled)
+        finished = self.output.exists() if self.claim is None else finished_run(self.output, *self.claim())
         return finished and self.complete(self.output)
 
     def prepare(self) -> None:
         """Before running an unfinished step: remove what `clear` names, unless the step resumes (a run of
         the same fingerprint, or a resumable output without a claim, which resumes by itself)."""
-        if self.resumable and (self.claim is None or holds_run(self.output, *self.claim(), self.unsettled)):
+        if self.resumable and (self.claim is None or holds_run(self.output, *self.claim())):
             return
         for path in self.clear:
             if path.is_dir():

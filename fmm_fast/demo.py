@@ -143,11 +143,10 @@ def _evaluation(
     """The result record of an evaluation step: read back when `out` holds it finished with these settings
     (its fingerprint leaves out the measures, so they are checked too), else run (resuming a run of these
     same settings, replacing one of others)."""
-    ran = settings.ran_in(loaded.precision.used)
-    if finished_run(out, RUN_KIND, ran.fingerprint_fields()):
+    if finished_run(out, RUN_KIND, settings.fingerprint_fields()):
         record = read_record(out / "result.json")
         if {spec.name for spec in settings.specs} <= set(record["measures"]):
             return record
-    claim_directory(out, RUN_KIND, ran.fingerprint_fields(), overwrite=True, files=RUN_FILES)
+    claim_directory(out, RUN_KIND, settings.fingerprint_fields(), overwrite=True, files=RUN_FILES)
     dataset, encoded = open_split(loaded, settings.data)
     return evaluate_model(loaded, dataset, encoded, settings, out, engine, progress_factory=progress_bar)

@@ -18,15 +18,16 @@ from fmm_fast.backends.loading import gradient_backend, load_model
 from fmm_fast.backends.onnx_backend import OnnxBackend
 from fmm_fast.backends.openvino_backend import OpenVinoBackend
 from fmm_fast.backends.options import BackendOptions
-from fmm_fast.backends.precision import resolve_precision
+from fmm_fast.backends.precision import cpu_has_native_bf16, resolve_precision
 from fmm_fast.backends.torch_backend import TorchBackend
 from fmm_fast.cli import main
 from fmm_fast.core.datatypes import pad_batch
 from fmm_fast.core.errors import UserError
-from fmm_fast.core.settings import EvaluationSettings
+from fmm_fast.core.settings import EvaluationSettings, MasfSettings
 from fmm_fast.data.options import DataOptions
 
 HAS_OPENVINO = importlib.util.find_spec("openvino") is not None
+CPU_ORT = BackendOptions(device="cpu", provider="cpu")
 needs_openvino = pytest.mark.skipif(not HAS_OPENVINO, reason="the openvino extra is not installed")
 
 
@@ -72,6 +73,7 @@ def test_auto_without_native_bf16_is_fp32_with_a_note(cpu_without_bf16) -> None:
 
 
 @needs_openvino
+@pytest.mark.skipif(not cpu_has_native_bf16(), reason="OpenVINO runs bf16 on a CPU with native bf16 only")
 def test_precision_option_reaches_the_backend_and_the_record(tiny_babi, tmp_path, capsys) -> None:
     _, onnx_path, data = tiny_babi
     out = tmp_path / "eval"
@@ -82,8 +84,8 @@ def test_precision_option_reaches_the_backend_and_the_record(tiny_babi, tmp_path
     assert code == 0
     record = json.loads((out / "seed-0" / "result.json").read_text())
     assert record["model"]["backend"].startswith("openvino:CPU")
-    assert record["model"]["precision"]["requested"] == "bf16"
-    assert record["arguments"]["backend"]["precision"] == "bf16"
+    assert record["arguments"]["backend"]["precision"] == "bf16"  # stored once: what ran
+    assert "precision" not in record["model"]
     assert record["model"]["backend"] in capsys.readouterr().out  # what ran is printed, as masf/explain do
 
 
@@ -99,7 +101,8 @@ def test_auto_on_a_cpu_without_bf16_runs_fp32_and_says_so(
     assert code == 0
     assert "no native bf16" in capsys.readouterr().err
     (model,) = json.loads((out / "masf.json").read_text())["models"].values()
-    assert model["backend"].startswith("onnxruntime") and model["precision"]["used"] == "fp32"
+    assert model["backend"].startswith("onnxruntime") and "precision" not in model
+    assert json.loads((out / "masf.json").read_text())["arguments"]["backend"]["precision"] == "fp32"
 
 
 def test_missing_openvino_extra_is_exit_2(tiny_babi, tmp_path, capsys, no_openvino) -> None:
@@ -116,7 +119,7 @@ def test_missing_openvino_extra_is_exit_2(tiny_babi, tmp_path, capsys, no_openvi
 def test_auto_without_openvino_falls_back_to_fp32(tiny_babi, capsys, cpu_with_bf16, no_openvino) -> None:
     _, onnx_path, _ = tiny_babi
     loaded = load_model(onnx_path, BackendOptions(provider="cpu", precision="auto"))
-    assert isinstance(loaded.backend, OnnxBackend) and loaded.precision.used == "fp32"
+    assert isinstance(loaded.backend, OnnxBackend) and loaded.precision == "fp32"
     assert "fmm-fast[openvino]" in capsys.readouterr().err
 
 
@@ -190,7 +193,7 @@ def test_torch_bf16_autocast_logits_and_gradients_close_to_fp32(tiny_babi) -> No
 def test_auto_on_cuda_runs_fp16_autocast(tiny_babi) -> None:
     checkpoint, _, _ = tiny_babi
     loaded = load_model(checkpoint, BackendOptions(device="cuda", precision="auto"))
-    assert loaded.precision.used == "fp16" and loaded.backend.name == "torch:cuda fp16-autocast"
+    assert loaded.precision == "fp16" and loaded.backend.name == "torch:cuda fp16-autocast"
     input_ids, attention_mask = rows_of(loaded)
     reference_backend = load_model(checkpoint, BackendOptions(device="cuda")).backend
     reference = reference_backend.forward(input_ids, attention_mask).logits
@@ -206,11 +209,31 @@ def test_api_precision_reaches_the_backend(tiny_babi) -> None:
     assert len(explanations[0].scores) == len(explanations[0].tokens)
 
 
-def test_an_evaluation_resumes_only_in_its_own_precision() -> None:
-    fp32 = EvaluationSettings("model.onnx", DataOptions("babi-1"), ("loo-abs",))
-    bf16 = replace(fp32, backend=BackendOptions(precision="bf16"))
+@needs_openvino
+def test_an_evaluation_resumes_only_in_its_own_precision(cpu_with_bf16) -> None:
+    fp32 = EvaluationSettings("model.onnx", DataOptions("babi-1"), ("loo-abs",), backend=CPU_ORT)
+    bf16 = replace(fp32, backend=replace(CPU_ORT, precision="bf16"))
     assert bf16.fingerprint() != fp32.fingerprint()
     assert replace(fp32, measures=("grad-l2",)).fingerprint() == fp32.fingerprint()
-    # what ran decides: auto that resolved to bf16 resumes a bf16 run, not an fp32 one
-    auto = replace(fp32, backend=BackendOptions(precision="auto"))
-    assert auto.ran_in("bf16").fingerprint() == bf16.fingerprint() != auto.ran_in("fp32").fingerprint()
+    # the settings hold what runs, resolved once as they are built: auto here is bf16, and resumes a bf16 run
+    auto = replace(fp32, backend=replace(CPU_ORT, precision="auto"))
+    assert auto.backend.precision == "bf16" and auto.fingerprint() == bf16.fingerprint()
+
+
+def test_settings_resolve_the_precision_once_and_say_why(cpu_without_bf16, no_openvino, capsys) -> None:
+    auto = EvaluationSettings("model.onnx", DataOptions("babi-1"), backend=replace(CPU_ORT, precision="auto"))
+    assert auto.backend.precision == "fp32" and auto.to_dict()["backend"]["precision"] == "fp32"
+    assert "so auto runs fp32" in capsys.readouterr().err
+    assert replace(auto, seed=3).backend.precision == "fp32"
+    assert capsys.readouterr().err == ""  # resolved already: no second note
+    with pytest.raises(UserError, match="fmm-fast\\[openvino\\]"):  # bf16 asked for, its backend missing
+        EvaluationSettings("model.onnx", DataOptions("babi-1"), backend=replace(CPU_ORT, precision="bf16"))
+    with pytest.raises(UserError, match="fp16 runs on CUDA only"):
+        EvaluationSettings("model.onnx", DataOptions("babi-1"), backend=replace(CPU_ORT, precision="fp16"))
+
+
+def test_models_of_one_run_resolve_alike(tiny_babi, cpu_with_bf16, no_openvino) -> None:
+    checkpoint, onnx_path, _ = tiny_babi
+    backend = BackendOptions(device="cpu", provider="cpu", precision="auto")
+    with pytest.raises(UserError, match=r"different precisions \(bf16, fp32\); give --precision fp32"):
+        MasfSettings((str(checkpoint), str(onnx_path)), DataOptions("babi-1"), backend=backend)

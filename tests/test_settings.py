@@ -108,6 +108,9 @@ def test_aopc_fingerprint_holds_the_content_of_each_explanations_file(tmp_path) 
     assert replace(base, explanations=()).fingerprint() != base.fingerprint()
 
 
+FP8 = BackendOptions(precision="fp8")
+
+
 @pytest.mark.parametrize(
     ("build", "message"),
     [
@@ -120,7 +123,9 @@ def test_aopc_fingerprint_holds_the_content_of_each_explanations_file(tmp_path) 
         (lambda: TrainSettings(DATA, width=100), "--width 100 does not work"),
         (lambda: EngineOptions(token_budget=0), "--token-budget must be at least 1"),
         (lambda: BackendOptions(provider="tpu"), "unknown ONNX Runtime provider 'tpu'"),
-        (lambda: BackendOptions(precision="fp8"), "unknown precision 'fp8'"),
+        # the precision's one check, where the settings resolve it
+        (lambda: EvaluationSettings("m.onnx", DATA, backend=FP8), "unknown precision 'fp8'"),
+        (lambda: TrainSettings(DATA, backend=FP8), "unknown precision 'fp8'"),
     ],
 )
 def test_settings_refuse_bad_values(build, message) -> None:

@@ -63,7 +63,7 @@ def test_cpu_training_precision(monkeypatch, requested, flags, used) -> None:
     ("requested", "message"),
     [
         ("bf16", "this CPU has no native bf16"),
-        ("fp16", "fp16 training runs on CUDA only"),
+        ("fp16", "fp16 runs on CUDA only"),
         ("fp64", "unknown precision 'fp64'"),
     ],
 )
@@ -153,7 +153,7 @@ def test_record_marker_and_checkpoint_carry_the_precision(trained_pair) -> None:
         assert loaded.info.trained_precision == precision
         assert loaded.describe(str(out / "model"))["trained_precision"] == precision
         assert trained_in(loaded.info) == ("" if precision == "fp32" else " (trained in bf16)")  # printed
-        assert loaded.precision.used == "fp32"  # how it was trained is not how it is evaluated
+        assert loaded.precision == "fp32"  # how it was trained is not how it is evaluated
 
 
 def test_resuming_in_another_precision_is_refused(trained_pair, tmp_path, capsys) -> None:

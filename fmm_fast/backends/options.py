@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fmm_fast.backends.precision import DEFAULT_PRECISION, PRECISIONS
+from fmm_fast.backends.precision import DEFAULT_PRECISION
 from fmm_fast.core.errors import UserError
 
 DEVICES = ("auto", "cpu", "cuda")
 PROVIDERS = ("auto", "cpu", "cuda", "tensorrt")
-RAN_PRECISIONS = ("fp16",)  # what auto may resolve to beyond PRECISIONS (CUDA); see ResumableSettings.ran_in
 
 
 def check(checks: list[tuple[bool, str]]) -> None:
@@ -25,7 +24,9 @@ class BackendOptions:
 
     device: the PyTorch device (auto|cpu|cuda) of checkpoint models and gradient measures;
     provider: the ONNX Runtime execution provider (auto|cpu|cuda|tensorrt) of .onnx models;
-    precision: fp32|bf16|auto, resolved by load_model (fmm_fast.backends.precision.resolve_precision).
+    precision: fp32|bf16|auto as asked for; every settings object holds it resolved (fp32|bf16|fp16, what
+    runs: backends.loading.resolve_backend, or for training backends.precision.resolve_training_precision),
+    which also checks it (backends.precision.check_precision: the one check).
     """
 
     device: str = "auto"
@@ -39,10 +40,6 @@ class BackendOptions:
                 (
                     self.provider in PROVIDERS,
                     f"unknown ONNX Runtime provider '{self.provider}'; use {', '.join(PROVIDERS)}",
-                ),
-                (
-                    self.precision in (*PRECISIONS, *RAN_PRECISIONS),
-                    f"unknown precision '{self.precision}'; use {', '.join(PRECISIONS)}",
                 ),
             ]
         )

@@ -34,16 +34,13 @@ class TorchBackend:
     """Implements Backend and GradientBackend on a SequenceClassifier (eval mode).
 
     precision fp32 runs the model as it is; bf16 or fp16 run forward passes and gradients under
-    torch.autocast with that dtype (fp16 on CUDA only).
+    torch.autocast with that dtype (fp16 on CUDA only): a precision backends.precision resolved.
     """
 
     def __init__(
         self, model: SequenceClassifier, info: ModelInfo, device: str = "cpu", precision: str = "fp32"
     ) -> None:
         self.device = resolve_torch_device(device)
-        cpu_fp16 = precision == "fp16" and self.device.type != "cuda"
-        if precision not in ("fp32", *AUTOCAST_DTYPES) or cpu_fp16:
-            raise ValueError(f"PyTorch runs fp32 or bf16 (and fp16 on CUDA), not {precision} on {device}")
         self.model = model.to(self.device).eval()
         self.info = info
         self.precision = precision

@@ -24,7 +24,6 @@ from fmm_fast.cli.options import (
     parse_measure_options,
 )
 from fmm_fast.cli.seed_runs import (
-    PRECISION_FIELD,
     check_outputs,
     claim_container,
     print_header,
@@ -87,11 +86,8 @@ def aopc(
     with output_lock(out):  # before the model and data load: a second process on this --out exits at once
         contents = {str(p): content_id(p) if p.is_file() else None for p in explanations}
         shared = shared_fields(settings, explanation_contents=contents)
-        check_outputs(out, RUN_KIND, shared, runs, overwrite, PRECISION_FIELD)  # before any work
-        loaded = load_model(model, backend)
-        ran = {s: run.ran_in(loaded.precision.used) for s, run in runs.items()}
-        shared[PRECISION_FIELD] = loaded.precision.used
-        check_outputs(out, RUN_KIND, shared, ran, overwrite)
+        check_outputs(out, RUN_KIND, shared, runs, overwrite)  # before any work
+        loaded = load_model(model, settings.backend)
         text_dataset, encoded = open_split(loaded, data)
         external = [load_explanations(path, encoded, loaded.tokenizer) for path in explanations]
         if len({e.name for e in external}) < len(external):

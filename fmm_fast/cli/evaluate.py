@@ -27,7 +27,6 @@ from fmm_fast.cli.options import (
     scale_options,
 )
 from fmm_fast.cli.seed_runs import (
-    PRECISION_FIELD,
     check_outputs,
     claim_container,
     print_header,
@@ -104,17 +103,14 @@ def evaluate(
         from fmm_fast.protocols.erasure import RUN_KIND
 
         shared = shared_fields(settings)
-        check_outputs(out, RUN_KIND, shared, runs, overwrite, PRECISION_FIELD)  # before any work
-        loaded = load_model(model, backend)
-        check_worker_precision(scale, loaded.precision.used)
-        ran = {s: run.ran_in(loaded.precision.used) for s, run in runs.items()}
-        shared[PRECISION_FIELD] = loaded.precision.used
-        check_outputs(out, RUN_KIND, shared, ran, overwrite)
+        check_outputs(out, RUN_KIND, shared, runs, overwrite)  # before any work
+        check_worker_precision(scale, settings.backend.precision)
+        loaded = load_model(model, settings.backend)
         text_dataset, encoded = open_split(loaded, data)
         claim_container(out, RUN_KIND, shared, seed, CURVE_FILES, overwrite)
         mask_engine = MaskBatchEngine(loaded.backend, token_budget=engine.token_budget)
         print_header(model, loaded, text_dataset.name, data.split, len(encoded), measure)
-        with open_pool(scale, model, backend.provider, engine.token_budget) as pool:
+        with open_pool(scale, model, settings.backend.provider, engine.token_budget) as pool:
             _evaluate_seeds(out, runs, loaded, text_dataset, encoded, mask_engine, pool, quiet)
 
 

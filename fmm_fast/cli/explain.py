@@ -131,12 +131,12 @@ def explain(
 
         for path in [out, record_path, page] if html else [out, record_path]:
             check_file(path, overwrite, written_by_explain, "an explanations file")
-        loaded = load_model(model, backend)
-        check_worker_precision(scale, loaded.precision.used)
+        check_worker_precision(scale, settings.backend.precision)
+        loaded = load_model(model, settings.backend)
         print(f"model {model} on {loaded.backend.name}")
         dataset, encoded = open_split(loaded, data)
         explanations, seconds = [], {}
-        with open_pool(scale, model, backend.provider, engine.token_budget) as pool:
+        with open_pool(scale, model, settings.backend.provider, engine.token_budget) as pool:
             for spec in settings.specs:
                 measure_clock = Stopwatch()
                 with progress_bar(len(encoded), spec.name, quiet=quiet) as bar:

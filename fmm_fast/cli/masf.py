@@ -106,9 +106,8 @@ def masf(
             for path in model:
                 check_scale_out(scale, path, [])
         check_directory(out, "masf", settings.fingerprint_fields(), overwrite)
-        loaded_models = [load_model(path, backend) for path in model]
-        for loaded in loaded_models:
-            check_worker_precision(scale, loaded.precision.used)
+        check_worker_precision(scale, settings.backend.precision)
+        loaded_models = [load_model(path, settings.backend) for path in model]
         claim_directory(out, "masf", settings.fingerprint_fields(), overwrite, files=MASF_FILES)
         results = {}
         for index, (path, loaded) in enumerate(zip(model, loaded_models, strict=True)):
@@ -118,7 +117,7 @@ def masf(
             by_method = _saved_results(state)
             if by_method is None:
                 with (
-                    open_pool(scale, path, backend.provider, engine.token_budget) as pool,
+                    open_pool(scale, path, settings.backend.provider, engine.token_budget) as pool,
                     progress_bar(len(RATIOS) + 1, name, unit="set", quiet=quiet) as bar,
                 ):
                     computed = run_masf(loaded, settings, bar, None if pool is None else ShardedSignals(pool))
@@ -133,7 +132,6 @@ def masf(
                     **result,
                     "model": str(path),
                     "backend": loaded.backend.name,
-                    "precision": loaded.precision.as_dict(),
                 }
         _write_outputs(out, settings, results, started)
 

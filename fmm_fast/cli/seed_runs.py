@@ -14,8 +14,6 @@ from fmm_fast.core.outputs import check_directory, claim_directory
 from fmm_fast.core.settings import ResumableSettings
 from fmm_fast.measures.spec import BASELINE
 
-PRECISION_FIELD = "precision"  # the precision that runs: known once the model loads
-
 
 def seed_directory(out: Path, seed: int) -> Path:
     return out / f"seed-{seed}"
@@ -34,14 +32,12 @@ def check_outputs(
     shared: dict[str, Any],
     runs: Mapping[int, ResumableSettings],
     overwrite: bool,
-    *unsettled: str,
 ) -> None:
     """OUT (the seeds' container) and each seed directory may take this run, or --overwrite replaces what
-    they hold; unsettled: fields not known yet (the precision that runs, before the model loads). Reads
-    only: call it before any work, and again once the unsettled fields are known."""
-    check_directory(out, kind, shared, overwrite, unsettled)
+    they hold. Reads only: call it before any work."""
+    check_directory(out, kind, shared, overwrite)
     for seed, run in runs.items():
-        check_directory(seed_directory(out, seed), kind, run.fingerprint_fields(), overwrite, unsettled)
+        check_directory(seed_directory(out, seed), kind, run.fingerprint_fields(), overwrite)
 
 
 def claim_container(

@@ -25,7 +25,7 @@ from __future__ import annotations
 import fcntl
 import json
 import shutil
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -125,15 +125,13 @@ def check_directory(
     kind: str,
     fields: dict[str, Any],
     overwrite: bool = False,
-    unsettled: Collection[str] = (),
 ) -> bool:
     """Whether `directory` may take this run as it is (True: it is new, empty or holds this same run).
 
     False when it holds an earlier run of the same kind and --overwrite asks to replace it (the caller
     clears it under the lock with `claim_directory`). UserError naming the difference when it holds
-    another run without --overwrite, a run of another kind, or files without a marker. unsettled: field
-    keys not known yet (the precision that runs, before the model loads), left out of the comparison.
-    Reads only: nothing is created or changed.
+    another run without --overwrite, a run of another kind, or files without a marker. Reads only: nothing
+    is created or changed.
     """
     fields = _as_recorded(fields)
     if directory.exists() and not directory.is_dir():
@@ -152,8 +150,7 @@ def check_directory(
             f"{directory} holds another run, of `fmm-fast {marker['kind']}` (it differs in kind); choose "
             f"a new --out (--overwrite replaces only an earlier {kind} run)"
         )
-    recorded = {key: value for key, value in marker["fields"].items() if key not in unsettled}
-    changed = differences(recorded, {key: value for key, value in fields.items() if key not in unsettled})
+    changed = differences(marker["fields"], fields)
     if not changed:
         return True
     if overwrite:
@@ -212,20 +209,18 @@ def finish_run(directory: Path) -> None:
     write_record(directory / RUN_MARKER, {**marker, "finished": True})
 
 
-def holds_run(directory: Path, kind: str, fields: dict[str, Any], unsettled: Collection[str] = ()) -> bool:
-    """Whether `directory` holds a run (finished or not) of `kind` with these fingerprint fields
-    (unsettled: keys left out of the comparison, as in check_directory). Reads only."""
+def holds_run(directory: Path, kind: str, fields: dict[str, Any]) -> bool:
+    """Whether `directory` holds a run (finished or not) of `kind` with these fingerprint fields. Reads
+    only."""
     marker = read_marker(directory) if directory.is_dir() else None
     if marker is None or marker["kind"] != kind:
         return False
-    recorded = {key: value for key, value in marker["fields"].items() if key not in unsettled}
-    wanted = {key: value for key, value in _as_recorded(fields).items() if key not in unsettled}
-    return not differences(recorded, wanted)
+    return not differences(marker["fields"], _as_recorded(fields))
 
 
-def finished_run(directory: Path, kind: str, fields: dict[str, Any], unsettled: Collection[str] = ()) -> bool:
+def finished_run(directory: Path, kind: str, fields: dict[str, Any]) -> bool:
     """Whether `directory` holds a finished run of `kind` with these fingerprint fields (see holds_run)."""
-    if not holds_run(directory, kind, fields, unsettled):
+    if not holds_run(directory, kind, fields):
         return False
     return (read_marker(directory) or {}).get("finished") is True
 

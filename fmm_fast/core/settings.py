@@ -4,7 +4,8 @@ The CLI (or the demo, or a Python caller) builds one settings object per run. It
 the run's record stores as "arguments"; `fingerprint()` hashes `fingerprint_fields()`, the fields that
 decide the run's numbers, and a resumed run must have the same fingerprint as the run it continues.
 Cost knobs (token budget, batch rows, device) are left out of the fingerprint: they change how fast a
-run goes, not what it computes.
+run goes, not what it computes. The precision is resolved while a settings object is built (fp32|bf16|auto
+→ what runs, backends.loading.resolve_backend), so its record and fingerprint hold what ran.
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
 from fmm_fast.backends.engine import DEFAULT_TOKEN_BUDGET
 from fmm_fast.backends.options import BackendOptions, check
@@ -85,11 +87,6 @@ class ResumableSettings(RunSettings):
         if "models" in fields:
             fields["models"] = [_content(path) for path in fields["models"]]
         return {**fields, "precision": self.backend.precision, "provider": self.backend.provider}
-
-    def ran_in(self, precision: str) -> Self:
-        """These settings with the precision that ran (auto resolved, backends.precision): what a resumed
-        run must match, so an `auto` run resumes only where auto resolves alike."""
-        return replace(self, backend=replace(self.backend, precision=precision))
 
     def fingerprint(self) -> str:
         key = json.dumps(self.fingerprint_fields(), sort_keys=True)
@@ -195,6 +192,7 @@ class EvaluationSettings(ResolvedMeasures, ResumableSettings):
 
     def __post_init__(self) -> None:
         self._resolve_measures()
+        _resolve_precision(self, [self.model])
 
     def fingerprint_fields(self) -> dict[str, Any]:
         fields = super().fingerprint_fields()
@@ -224,12 +222,21 @@ class AopcSettings(ResolvedMeasures, ResumableSettings):
     def __post_init__(self) -> None:
         self._resolve_measures()
         object.__setattr__(self, "explanations", tuple(self.explanations))
+        _resolve_precision(self, [self.model])
 
     def fingerprint_fields(self) -> dict[str, Any]:
         fields = super().fingerprint_fields()
         del fields["measures"]
         fields["explanations"] = [_content(path) for path in self.explanations]
         return fields
+
+
+def _resolve_precision(settings: RunSettings, models: Sequence[str]) -> None:
+    """Set settings.backend (in __post_init__: frozen) to the precision `models` run in, resolved once."""
+    if settings.backend.precision != "fp32":  # fp32 runs alike everywhere: no model to look at
+        from fmm_fast.backends.loading import resolve_backend  # tokenizers: not at CLI start-up
+
+        object.__setattr__(settings, "backend", resolve_backend(models, settings.backend))
 
 
 @dataclass(frozen=True)
@@ -252,6 +259,7 @@ class ExplainSettings(ResolvedMeasures, RunSettings):
         repeated = sorted({name for name in names if names.count(name) > 1})
         check([(not repeated, f"--measure {', '.join(repeated)} is given twice; give each measure once")])
         self._resolve_measures()
+        _resolve_precision(self, [self.model])
 
 
 @dataclass(frozen=True)
@@ -290,6 +298,7 @@ class MasfSettings(ResumableSettings):
             raise UserError(
                 "--measure and --evaluation go together: the masked sets of MEASURE saved in EVALUATION"
             )
+        _resolve_precision(self, self.models)
 
     def masked_dir(self) -> Path | None:
         """Where the evaluation saved the masked sets of `measure`; None for random masking."""

@@ -242,7 +242,6 @@ def evaluate_sharded(
     """evaluate_model on a WorkerPool: the same result.json record, plus a `workers` section."""
     started = time.perf_counter()
     pool.begin()
-    settings = settings.ran_in(loaded.precision.used)  # a resumed run must have run in the same precision
     info = loaded.info
     run = ShardedErasure(
         pool, settings, encoded, out_dir, dataset.metric, info.label_names, info.mask_id, progress_factory

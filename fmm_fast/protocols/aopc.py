@@ -109,8 +109,7 @@ def run_peer_evaluation(
             f"the model has {num_labels} labels but the dataset uses label index {int(split.labels.max())}; "
             "evaluate a model trained on this dataset"
         )
-    ran = settings.ran_in(loaded.precision.used)  # a resumed run must have run in the same precision
-    claim_directory(run_dir, RUN_KIND, ran.fingerprint_fields(), files=RUN_FILES)
+    claim_directory(run_dir, RUN_KIND, settings.fingerprint_fields(), files=RUN_FILES)
     gradient_engine: MaskBatchEngine | None = None
     specs = {spec.name: spec for spec in settings.specs}  # rand first
     per_measure: dict[str, tuple[list[PeerScores], dict]] = {}
@@ -156,7 +155,7 @@ def run_peer_evaluation(
         "kind": RECORD_KIND,
         "protocol": "aopc",
         "fmm_fast_version": __version__,
-        "arguments": ran.to_dict(),
+        "arguments": settings.to_dict(),
         "model": loaded.describe(settings.model),
         "dataset": dataset.name,
         "dataset_file": dataset.file,

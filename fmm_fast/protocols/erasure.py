@@ -412,7 +412,7 @@ def evaluate_model(
     returns out_dir/result.json's record."""
     started = time.perf_counter()
     run = ErasureRun(
-        settings.ran_in(loaded.precision.used),  # a resumed run must have run in the same precision
+        settings,
         encoded,
         engine,
         out_dir,

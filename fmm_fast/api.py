@@ -288,4 +288,3 @@ def load_explanations(path: Path) -> list[Explanation]:
     except READ_ERRORS as error:
         raise UserError(f"cannot read {path} ({error}); check the path") from None
     return explanations
-

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,13 +38,14 @@ from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.outputs import finish_run, output_lock
 from fmm_fast.core.progress import progress_bar
-from fmm_fast.core.settings import BackendOptions, EngineOptions, EvaluationSettings
+from fmm_fast.core.settings import DEFAULT_FIDELITY_SAMPLE, BackendOptions, EngineOptions, EvaluationSettings
 from fmm_fast.data.base import TextDataset
 from fmm_fast.data.options import DataOptions, open_split
 from fmm_fast.distributed.runtime import ScaleOptions, check_scale_out, check_worker_precision
 
 if TYPE_CHECKING:
     from fmm_fast.distributed.pool import WorkerPool
+    from fmm_fast.protocols.fidelity import PrecisionRun
 
 CURVE_FILES = ("curves.csv", "curves.png")
 
@@ -62,6 +64,14 @@ def evaluate(
     seed: SeedsOption = [0],  # noqa: B006
     save_masked: bool = typer.Option(
         False, help="Save every masked test set (for `fmm-fast masf --measure`)."
+    ),
+    fidelity_sample: int = typer.Option(
+        DEFAULT_FIDELITY_SAMPLE,
+        "--fidelity-sample",
+        min=0,
+        help="With a reduced --precision (bf16, fp16): erase a seeded sample of N examples in fp32 too and "
+        "report how far the reduced precision moved the run: prediction agreement, identical masks per "
+        "step, ΔACU/ΔRACU with 95% intervals, and the sample's cost. 0: no estimate.",
     ),
     overwrite: OverwriteOption = False,
     quiet: QuietOption = False,
@@ -93,6 +103,7 @@ def evaluate(
         save_masked,
         engine,
         backend,
+        fidelity_sample,
     )  # a typo in a measure or option fails before any work
     if scale is not None:
         check_scale_out(scale, model, settings.specs)
@@ -110,8 +121,25 @@ def evaluate(
         claim_container(out, RUN_KIND, shared, seed, CURVE_FILES, overwrite)
         mask_engine = MaskBatchEngine(loaded.backend, token_budget=engine.token_budget)
         print_header(model, loaded, text_dataset.name, data.split, len(encoded), measure)
+        sides = _fidelity_sides(model, loaded, settings)
         with open_pool(scale, model, settings.backend.provider, engine.token_budget) as pool:
-            _evaluate_seeds(out, runs, loaded, text_dataset, encoded, mask_engine, pool, quiet)
+            _evaluate_seeds(out, runs, loaded, text_dataset, encoded, mask_engine, pool, quiet, sides)
+
+
+def _fidelity_sides(
+    model: Path, loaded: LoadedModel, settings: EvaluationSettings
+) -> tuple[PrecisionRun, PrecisionRun] | None:
+    """Both sides of a reduced-precision run's fidelity estimate: the run's model, and it in fp32; None
+    for an fp32 run or --fidelity-sample 0 (and with Ray workers, which run fp32 only)."""
+    if settings.backend.precision == "fp32" or settings.fidelity_sample == 0:
+        return None
+    from fmm_fast.protocols.fidelity import precision_run
+
+    fp32 = replace(settings.backend, precision="fp32")
+    budget = settings.engine.token_budget
+    return precision_run(loaded, settings.backend, budget), precision_run(
+        load_model(model, fp32), fp32, budget
+    )
 
 
 def _evaluate_seeds(
@@ -123,11 +151,13 @@ def _evaluate_seeds(
     engine: MaskBatchEngine,
     pool: WorkerPool | None,
     quiet: bool,
+    sides: tuple[PrecisionRun, PrecisionRun] | None,
 ) -> None:
     """Every seed's recursive curves into OUT/seed-S (in this process, or on `pool`'s Ray workers), then
-    the curves of all seeds as CSV and PNG."""
+    the curves of all seeds as CSV and PNG. sides: of each seed's fidelity estimate (_fidelity_sides)."""
     from fmm_fast.distributed.evaluation import evaluate_sharded
     from fmm_fast.protocols.erasure import evaluate_model
+    from fmm_fast.protocols.fidelity import fidelity_estimate
     from fmm_fast.report.plots import plot_run_curves
 
     rows = []
@@ -135,7 +165,14 @@ def _evaluate_seeds(
     for s, settings in runs.items():
         run_dir = seed_directory(out, s)
         if pool is None:
-            record = evaluate_model(loaded, text_dataset, encoded, settings, run_dir, engine, progress)
+            estimate = None
+            if sides is not None:
+                rows_per_call = settings.engine.explain_batch_rows
+                arguments = (settings.specs, s, encoded, settings.fidelity_sample, *sides)
+                estimate = partial(fidelity_estimate, *arguments, text_dataset.metric, rows_per_call)
+            record = evaluate_model(
+                loaded, text_dataset, encoded, settings, run_dir, engine, progress, estimate
+            )
         else:
             record = evaluate_sharded(pool, loaded, text_dataset, encoded, settings, run_dir, progress)
         rows += _curve_rows(record)
@@ -191,3 +228,7 @@ def _print_summary(record: dict, run_dir: Path) -> None:
     print(
         f"(ACU/RACU ×100; read RACU for unsigned measures, ACU for signed ones) → {run_dir / 'result.json'}"
     )
+    if "fidelity" in record:
+        from fmm_fast.protocols.fidelity import fidelity_lines
+
+        print("\n".join(fidelity_lines(record["fidelity"])))

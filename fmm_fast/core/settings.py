@@ -31,6 +31,7 @@ from fmm_fast.protocols.masf.reduction import DEFAULT_SPLIT_COMPONENTS, check_co
 from fmm_fast.training.base_models import TINY_ROBERTA
 
 DEFAULT_EXPLAIN_BATCH_ROWS = 32
+DEFAULT_FIDELITY_SAMPLE = 16  # examples a reduced-precision evaluation erases in fp32 too
 DEFAULT_LR = 2e-5
 WEIGHT_DECAY = 0.01
 # Batches are drawn from pools of this many batches sorted by length (less padding); 1 = plain shuffle.
@@ -177,8 +178,9 @@ class EvaluationSettings(ResolvedMeasures, ResumableSettings):
     """One seed of recursive erasure (docs/method.md §4–5) of `measures` on a model.
 
     seed: seed of the `rand` baseline. measure_options: cost knobs passed to every measure (e.g. ig_steps),
-    see fmm_fast.measures.registry. The fingerprint leaves out the measure list (a rerun may add measures),
-    the engine and the device.
+    see fmm_fast.measures.registry. fidelity_sample: with a reduced precision, the examples also erased in
+    fp32 for the fidelity estimate (protocols.fidelity; 0: none). The fingerprint leaves out the measure
+    list (a rerun may add measures), the masked sets' saving, the fidelity sample, the engine and the device.
     """
 
     model: str
@@ -189,14 +191,23 @@ class EvaluationSettings(ResolvedMeasures, ResumableSettings):
     save_masked: bool = False
     engine: EngineOptions = field(default_factory=EngineOptions)
     backend: BackendOptions = field(default_factory=BackendOptions)
+    fidelity_sample: int = DEFAULT_FIDELITY_SAMPLE
 
     def __post_init__(self) -> None:
         self._resolve_measures()
         _resolve_precision(self, [self.model])
+        check(
+            [
+                (
+                    self.fidelity_sample >= 0,
+                    f"--fidelity-sample must be at least 0 (0: no estimate), got {self.fidelity_sample}",
+                )
+            ]
+        )
 
     def fingerprint_fields(self) -> dict[str, Any]:
         fields = super().fingerprint_fields()
-        del fields["measures"], fields["save_masked"]
+        del fields["measures"], fields["save_masked"], fields["fidelity_sample"]
         return fields
 
 

@@ -407,9 +407,11 @@ def evaluate_model(
     out_dir: Path,
     engine: MaskBatchEngine,
     progress_factory: Callable[..., object] | None = None,
+    fidelity: Callable[[], dict] | None = None,
 ) -> dict:
     """Curves of one seed for a loaded model on `encoded` (settings.data's split of `dataset`); writes and
-    returns out_dir/result.json's record."""
+    returns out_dir/result.json's record. fidelity: the reduced-precision fidelity estimate of the seed
+    (protocols.fidelity), computed once the curves are, kept in the record as "fidelity"."""
     started = time.perf_counter()
     run = ErasureRun(
         settings,
@@ -424,6 +426,8 @@ def evaluate_model(
     )
     result = run.run()
     record = evaluation_record(loaded, dataset, encoded, settings, result, engine.stats.as_dict())
+    if fidelity is not None:
+        record["fidelity"] = fidelity()
     record["durations"] = {"total_seconds": time.perf_counter() - started}
     write_record(out_dir / "result.json", record)
     finish_run(out_dir)

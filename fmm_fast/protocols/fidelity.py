@@ -1,0 +1,217 @@
+"""A fidelity estimate for a reduced-precision erasure run: how far bf16 (or fp16) moves it from fp32 on the
+user's own data, measured on a seeded sample of its examples erased in both precisions.
+
+A reduced-precision run is a different, slightly noisier measurement: its rounding reorders near-ties among
+importance scores, and a recursive erasure then masks other tokens from that step on. The sample shows by
+how much, at the time the run is made. Every measure of the run erases the sample recursively twice, on the
+run's engine and on an fp32 one (docs/method.md §4), and the two are compared:
+  - prediction agreement: the share of the sample whose unmasked prediction is the same in both;
+  - identical masks: per step r_j (j = 1..K-1), the share of the sample whose erased input is the same;
+  - ΔACU, ΔRACU (reduced − fp32, ×1 as the record stores ACU/RACU) of each measure on the sample, with a
+    95% percentile bootstrap interval over its examples (paired: one resample scores both precisions);
+  - seconds: what the sample cost, both erasures.
+The estimate describes the sample only; with 16 examples its intervals are wide, and they say so.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from fmm_fast.backends.engine import MaskBatchEngine
+from fmm_fast.backends.loading import LoadedModel, gradient_backend
+from fmm_fast.backends.options import BackendOptions
+from fmm_fast.core.datatypes import EncodedSplit
+from fmm_fast.core.metrics import METRICS
+from fmm_fast.measures.base import Measure
+from fmm_fast.measures.spec import BASELINE, MeasureSpec
+from fmm_fast.protocols.curve_stats import RATIOS, acu_racu_against_baseline, format_ci
+from fmm_fast.protocols.erasure import erasure_steps, fully_masked
+
+BOOTSTRAP_RESAMPLES = 1000
+CONFIDENCE = 0.95
+
+
+Scorer = Callable[[np.ndarray, np.ndarray], float]  # (y_true, y_pred) -> the primary metric
+
+
+def scorer(metric: str, num_labels: int) -> Scorer:
+    """The primary metric over all num_labels classes, as the run's own curves score it."""
+    score = METRICS[metric]
+    return score if metric == "accuracy" else lambda y_true, y_pred: score(y_true, y_pred, num_labels)
+
+
+def sample_indices(n_examples: int, size: int, seed: int) -> np.ndarray:
+    """(min(size, n),) sorted indices of the examples the estimate erases in both precisions, drawn by
+    the run's seed."""
+    rng = np.random.default_rng([seed, n_examples])
+    return np.sort(rng.choice(n_examples, size=min(size, n_examples), replace=False))
+
+
+@dataclass
+class PrecisionRun:
+    """One precision's side of the estimate: what scores the erased inputs and what each measure explains
+    on (gradient measures need their own)."""
+
+    precision: str
+    engine: MaskBatchEngine
+    engine_for: Callable[[Measure], MaskBatchEngine]
+
+
+def precision_run(loaded: LoadedModel, options: BackendOptions, token_budget: int) -> PrecisionRun:
+    """One side of the estimate on `loaded` (resolved `options`): an engine of its own (the run's engine
+    keeps its counts), and a gradient engine made when a measure first needs one."""
+    engine = MaskBatchEngine(loaded.backend, token_budget=token_budget)
+    made: list[MaskBatchEngine] = []
+
+    def engine_for(measure: Measure) -> MaskBatchEngine:
+        if not measure.needs_gradients:
+            return engine
+        if not made:
+            made.append(MaskBatchEngine(gradient_backend(loaded, options), token_budget=token_budget))
+        return made[0]
+
+    return PrecisionRun(options.precision, engine, engine_for)
+
+
+@dataclass
+class SampleErasure:
+    """One precision's erasure of the sample. predictions: measure -> (K+1, n) int64 predicted labels at
+    every ratio; erased: measure -> per step j = 1..K-1, the n erased inputs."""
+
+    unmasked: np.ndarray
+    predictions: dict[str, np.ndarray]
+    erased: dict[str, list[list[np.ndarray]]]
+
+
+def erase_sample(
+    specs: Sequence[MeasureSpec],
+    seed: int,
+    sample: EncodedSplit,
+    ids: np.ndarray,
+    side: PrecisionRun,
+    rows: int,
+) -> SampleErasure:
+    """Every measure's recursive erasure of `sample` (examples `ids` of the split) on one precision's side."""
+    unmasked = side.engine.logits(list(sample.input_ids)).argmax(axis=1)
+    ends = side.engine.logits(fully_masked(sample, side.engine.info.mask_id)).argmax(axis=1)
+    predictions, erased = {}, {}
+    for spec in specs:
+        curve, masks = [unmasked], []
+        steps = erasure_steps(
+            spec, seed, sample, side.engine, list(sample.input_ids), 1, rows, engine_for=side.engine_for,
+            example_ids=ids,
+        )  # fmt: skip
+        for step in steps:
+            if step.predictions is None:  # r = 1: every explained token masked
+                curve.append(ends)
+            else:
+                curve.append(step.predictions)
+                masks.append(step.erased)
+        predictions[spec.name] = np.stack(curve)
+        erased[spec.name] = masks
+    return SampleErasure(unmasked, predictions, erased)
+
+
+def _scores(
+    predictions: dict[str, np.ndarray], labels: np.ndarray, rows: np.ndarray, score: Scorer
+) -> dict[str, tuple[float, float]]:
+    """(ACU, RACU) of every measure on the examples `rows` of the sample (a resample may repeat some)."""
+    curves = {name: [score(labels[rows], p[rows]) for p in curve] for name, curve in predictions.items()}
+    return acu_racu_against_baseline(curves)
+
+
+def compare(
+    reduced: SampleErasure, fp32: SampleErasure, labels: np.ndarray, score: Scorer, seed: int
+) -> dict:
+    """The estimate's figures (see the module docstring) from both precisions' erasures of the sample."""
+    n = len(labels)
+    every = np.arange(n)
+    reduced_scores = _scores(reduced.predictions, labels, every, score)
+    fp32_scores = _scores(fp32.predictions, labels, every, score)
+    rng = np.random.default_rng(seed)
+    draws = [rng.integers(0, n, size=n) for _ in range(BOOTSTRAP_RESAMPLES)]
+    resampled = [
+        (_scores(reduced.predictions, labels, rows, score), _scores(fp32.predictions, labels, rows, score))
+        for rows in draws
+    ]
+    tail = 100 * (1 - CONFIDENCE) / 2
+    measures = {}
+    for name in reduced.predictions:
+        same = [
+            float(np.mean([np.array_equal(a, b) for a, b in zip(x, y, strict=True)]))
+            for x, y in zip(reduced.erased[name], fp32.erased[name], strict=True)
+        ]
+        entry = {"identical_masks": same}
+        for index, key in enumerate(("acu", "racu")):
+            differences = np.asarray([r[name][index] - f[name][index] for r, f in resampled])
+            finite = differences[np.isfinite(differences)]
+            interval = [float(v) for v in np.percentile(finite, [tail, 100 - tail])] if len(finite) else None
+            entry[f"{key}_reduced"] = reduced_scores[name][index]
+            entry[f"{key}_fp32"] = fp32_scores[name][index]
+            entry[f"delta_{key}"] = reduced_scores[name][index] - fp32_scores[name][index]
+            entry[f"delta_{key}_ci"] = interval
+        measures[name] = entry
+    return {
+        "n_examples": n,
+        "prediction_agreement": float(np.mean(reduced.unmasked == fp32.unmasked)),
+        "measures": measures,
+        "confidence": CONFIDENCE,
+        "bootstrap_resamples": BOOTSTRAP_RESAMPLES,
+    }
+
+
+def fidelity_estimate(
+    specs: Sequence[MeasureSpec],
+    seed: int,
+    split: EncodedSplit,
+    size: int,
+    reduced: PrecisionRun,
+    fp32: PrecisionRun,
+    metric: str,
+    batch_rows: int,
+) -> dict:
+    """The estimate for a run of `specs` (rand among them) seeded `seed` on `split`: a sample of `size`
+    examples erased on the run's side (`reduced`) and on `fp32`'s. The record's "fidelity" section."""
+    if not any(spec.name == BASELINE for spec in specs):
+        raise ValueError(f"a fidelity estimate needs the {BASELINE} baseline among the measures")
+    started = time.perf_counter()
+    ids = sample_indices(len(split), size, seed)
+    sample = split.subset(ids)
+    erased = {
+        side.precision: erase_sample(specs, seed, sample, ids, side, batch_rows) for side in (reduced, fp32)
+    }
+    score = scorer(metric, reduced.engine.info.num_labels)
+    result = compare(erased[reduced.precision], erased[fp32.precision], sample.labels, score, seed)
+    return {
+        "precision": reduced.precision,
+        "sample": ids.tolist(),
+        "metric": metric,
+        "ratios": [float(r) for r in RATIOS],
+        **result,
+        "seconds": time.perf_counter() - started,
+    }
+
+
+def fidelity_lines(estimate: dict) -> list[str]:
+    """The printed block of an estimate: the sample, its cost and agreement, then a row per measure."""
+    lines = [
+        f"fidelity of {estimate['precision']} against fp32 on a sample of {estimate['n_examples']} examples "
+        f"(erased in both, {estimate['seconds']:.1f} s): predictions agree on "
+        f"{100 * estimate['prediction_agreement']:.0f}%",
+        f"{'measure':<16}{'identical masks min/mean':>26}{'ΔACU ×100 (95% CI)':>24}"
+        f"{'ΔRACU ×100 (95% CI)':>24}",
+    ]
+    for name, m in estimate["measures"].items():
+        same = m["identical_masks"]
+        shares = f"{100 * min(same):.0f}% / {100 * sum(same) / len(same):.0f}%"
+        deltas = [
+            format_ci(m[f"delta_{key}"], *(m[f"delta_{key}_ci"] or (math.nan, math.nan)))
+            for key in ("acu", "racu")
+        ]
+        lines.append(f"{name:<16}{shares:>26}{deltas[0]:>24}{deltas[1]:>24}")
+    return lines

@@ -1,0 +1,131 @@
+"""The fidelity estimate of a reduced-precision evaluation: the sample, the comparison, record and table."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from fmm_fast.backends.loading import load_model
+from fmm_fast.backends.options import BackendOptions
+from fmm_fast.cli import main
+from fmm_fast.data.options import DataOptions, open_split
+from fmm_fast.measures.spec import resolve_measures
+from fmm_fast.protocols.fidelity import (
+    SampleErasure,
+    compare,
+    fidelity_estimate,
+    precision_run,
+    sample_indices,
+    scorer,
+)
+
+ACCURACY = scorer("accuracy", 2)
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_the_sample_is_seeded_sorted_and_at_most_the_split() -> None:
+    first = sample_indices(100, 16, seed=3)
+    assert np.array_equal(first, sample_indices(100, 16, seed=3))
+    assert not np.array_equal(first, sample_indices(100, 16, seed=4))
+    assert len(set(first.tolist())) == 16 and np.all(np.diff(first) > 0) and first.max() < 100
+    assert sample_indices(5, 16, seed=0).tolist() == [0, 1, 2, 3, 4]
+
+
+def erasure(predictions: dict[str, list[list[int]]], erased_token: dict[str, list[int]]) -> SampleErasure:
+    """A sample's erasure from each measure's predictions at every ratio ((K+1) lists of n labels) and one
+    token per example standing for its erased input at every step."""
+    arrays = {name: np.asarray(p, dtype=np.int64) for name, p in predictions.items()}
+    erased = {
+        name: [[np.asarray([t]) for t in tokens] for _ in range(len(arrays[name]) - 2)]
+        for name, tokens in erased_token.items()
+    }
+    return SampleErasure(arrays["rand"][0], arrays, erased)
+
+
+LABELS = np.asarray([0, 1, 0, 1, 0, 1, 0, 1])
+RAND = [[0, 1, 0, 1, 0, 1, 0, 1]] * 6 + [[0, 0, 0, 1, 0, 0, 0, 1]] * 5  # falls from 1.0 to 0.75
+FAST = [[0, 1, 0, 1, 0, 1, 0, 1]] + [[0, 0, 0, 0, 0, 0, 0, 0]] * 10  # 0.5 from r = 0.1 on
+
+
+def test_the_same_erasure_in_both_precisions_differs_by_nothing() -> None:
+    run = erasure({"rand": RAND, "m": FAST}, {"rand": list(range(8)), "m": list(range(8))})
+    result = compare(run, run, LABELS, ACCURACY, seed=0)
+    assert result["prediction_agreement"] == 1.0 and result["n_examples"] == 8
+    for entry in result["measures"].values():
+        assert entry["identical_masks"] == [1.0] * 9
+        assert entry["delta_acu"] == 0.0 and entry["delta_acu_ci"] == [0.0, 0.0]
+    assert result["measures"]["m"]["racu_fp32"] > 0  # the measure falls faster than rand
+
+
+def test_a_reduced_precision_that_erases_otherwise_shows_its_shift() -> None:
+    fp32 = erasure({"rand": RAND, "m": FAST}, {"rand": list(range(8)), "m": list(range(8))})
+    later = [[0, 1, 0, 1, 0, 1, 0, 1]] * 6 + [[0, 0, 0, 0, 0, 0, 0, 0]] * 5  # falls at r = 0.6 only
+    reduced = erasure({"rand": RAND, "m": later}, {"rand": list(range(8)), "m": [0, 1, 2, 3, 9, 9, 9, 9]})
+    result = compare(reduced, fp32, LABELS, ACCURACY, seed=0)
+    m = result["measures"]["m"]
+    assert m["identical_masks"] == [0.5] * 9
+    assert m["delta_acu"] == pytest.approx(m["acu_reduced"] - m["acu_fp32"]) and m["delta_acu"] < 0
+    low, high = m["delta_racu_ci"]
+    assert low <= m["delta_racu"] <= high < 0  # it erases more slowly in every resample
+    assert result["measures"]["rand"]["delta_racu"] == 0.0
+
+
+def test_an_estimate_of_fp32_against_itself_is_exact(tiny_babi) -> None:
+    checkpoint, _, data = tiny_babi
+    options = BackendOptions(device="cpu")
+    loaded = load_model(checkpoint, options)
+    _, encoded = open_split(loaded, DataOptions("babi-1", limit=10, **data))
+    specs = resolve_measures(["loo-abs", "grad-l2"])
+    sides = [precision_run(loaded, options, 2048) for _ in range(2)]
+    estimate = fidelity_estimate(specs, 0, encoded, 4, *sides, "accuracy", 8)
+    assert estimate["n_examples"] == 4 and estimate["sample"] == sample_indices(10, 4, 0).tolist()
+    assert estimate["prediction_agreement"] == 1.0 and estimate["seconds"] > 0
+    assert set(estimate["measures"]) == {"rand", "loo-abs", "grad-l2"}
+    for entry in estimate["measures"].values():
+        assert entry["identical_masks"] == [1.0] * 9 and entry["delta_acu"] == 0.0
+
+
+def run_evaluate(capsys, checkpoint, data, out, *flags: str) -> tuple[int, str, str]:
+    argv = ["evaluate", "--model", str(checkpoint), "--dataset", "babi-1", "--size", str(data["size"])]
+    argv += ["--test-size", str(data["test_size"]), "--limit", "6", "-m", "loo-abs", "--device", "cpu"]
+    code = main([*argv, *flags, "--quiet", "--out", str(out)])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_a_bf16_evaluation_records_and_prints_its_estimate(tiny_babi, tmp_path, capsys) -> None:
+    checkpoint, _, data = tiny_babi
+    code, out, _ = run_evaluate(capsys, checkpoint, data, tmp_path / "bf16", "--precision", "bf16",
+                                "--fidelity-sample", "4")  # fmt: skip
+    assert code == 0
+    record = json.loads((tmp_path / "bf16" / "seed-0" / "result.json").read_text())
+    estimate = record["fidelity"]
+    assert estimate["precision"] == "bf16" and estimate["n_examples"] == 4
+    assert set(estimate["measures"]) == {"rand", "loo-abs"}
+    assert all(len(m["identical_masks"]) == 9 for m in estimate["measures"].values())
+    assert "fidelity of bf16 against fp32 on a sample of 4 examples" in out and "ΔRACU" in out
+    assert "fidelity" not in record["arguments"] and record["arguments"]["fidelity_sample"] == 4
+
+
+@pytest.mark.parametrize("flags", [[], ["--precision", "bf16", "--fidelity-sample", "0"]])
+def test_no_estimate_in_fp32_or_when_turned_off(tiny_babi, tmp_path, capsys, flags) -> None:
+    checkpoint, _, data = tiny_babi
+    code, out, _ = run_evaluate(capsys, checkpoint, data, tmp_path / "run", *flags)
+    assert code == 0 and "fidelity of" not in out
+    assert "fidelity" not in json.loads((tmp_path / "run" / "seed-0" / "result.json").read_text())
+
+
+def test_a_negative_sample_is_a_user_error(tiny_babi, tmp_path, capsys) -> None:
+    checkpoint, _, data = tiny_babi
+    code, _, err = run_evaluate(capsys, checkpoint, data, tmp_path / "run", "--fidelity-sample", "-1")
+    assert code == 2 and "--fidelity-sample" in err and err.count("\n") == 1

@@ -18,6 +18,7 @@ from fmm_fast.protocols.fidelity import (
     compare,
     fidelity_estimate,
     precision_run,
+    ranking_fidelity,
     sample_indices,
     scorer,
 )
@@ -93,6 +94,36 @@ def test_an_estimate_of_fp32_against_itself_is_exact(tiny_babi) -> None:
     assert set(estimate["measures"]) == {"rand", "loo-abs", "grad-l2"}
     for entry in estimate["measures"].values():
         assert entry["identical_masks"] == [1.0] * 9 and entry["delta_acu"] == 0.0
+
+
+def test_a_ranking_estimate_of_fp32_against_itself_is_exact(tiny_babi) -> None:
+    checkpoint, _, data = tiny_babi
+    options = BackendOptions(device="cpu")
+    loaded = load_model(checkpoint, options)
+    _, encoded = open_split(loaded, DataOptions("babi-1", limit=10, **data))
+    sides = [precision_run(loaded, options, 2048) for _ in range(2)]
+    estimate = ranking_fidelity(
+        resolve_measures(["loo-abs", "grad-l2"], baseline=False), 0, encoded, 5, *sides, 8
+    )
+    assert estimate["n_examples"] == 5 and estimate["prediction_agreement"] == 1.0
+    assert {name: m["identical_masks"] for name, m in estimate["measures"].items()} == {
+        "loo-abs": [1.0] * 9,
+        "grad-l2": [1.0] * 9,
+    }
+
+
+def test_a_bf16_explanation_run_records_and_prints_its_estimate(tiny_babi, tmp_path, capsys) -> None:
+    checkpoint, _, data = tiny_babi
+    argv = ["explain", "--model", str(checkpoint), "--dataset", "babi-1", "--size", str(data["size"])]
+    argv += ["--test-size", str(data["test_size"]), "--limit", "5", "-m", "loo-abs", "--device", "cpu"]
+    out = tmp_path / "explanations.jsonl"
+    assert main([*argv, "--precision", "bf16", "--fidelity-sample", "3", "--quiet", "--out", str(out)]) == 0
+    estimate = json.loads(out.with_suffix(".run.json").read_text())["fidelity"]
+    assert estimate["precision"] == "bf16" and estimate["n_examples"] == 3
+    assert len(estimate["measures"]["loo-abs"]["identical_masks"]) == 9
+    assert "identical ranking masks" in capsys.readouterr().out
+    assert main([*argv, "--quiet", "--overwrite", "--out", str(out)]) == 0  # fp32: no estimate
+    assert "fidelity" not in json.loads(out.with_suffix(".run.json").read_text())
 
 
 def run_evaluate(capsys, checkpoint, data, out, *flags: str) -> tuple[int, str, str]:

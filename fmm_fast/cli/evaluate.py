@@ -15,6 +15,7 @@ from fmm_fast.backends.engine import MaskBatchEngine
 from fmm_fast.backends.loading import LoadedModel, load_model
 from fmm_fast.cli.app import app
 from fmm_fast.cli.options import (
+    FidelitySampleOption,
     MeasureOptionsOption,
     MeasuresOption,
     ModelOption,
@@ -30,6 +31,7 @@ from fmm_fast.cli.options import (
 from fmm_fast.cli.seed_runs import (
     check_outputs,
     claim_container,
+    fidelity_sides,
     print_header,
     seed_directory,
     shared_fields,
@@ -65,14 +67,7 @@ def evaluate(
     save_masked: bool = typer.Option(
         False, help="Save every masked test set (for `fmm-fast masf --measure`)."
     ),
-    fidelity_sample: int = typer.Option(
-        DEFAULT_FIDELITY_SAMPLE,
-        "--fidelity-sample",
-        min=0,
-        help="With a reduced --precision (bf16, fp16): erase a seeded sample of N examples in fp32 too and "
-        "report how far the reduced precision moved the run: prediction agreement, identical masks per "
-        "step, ΔACU/ΔRACU with 95% intervals, and the sample's cost. 0: no estimate.",
-    ),
+    fidelity_sample: FidelitySampleOption = DEFAULT_FIDELITY_SAMPLE,
     overwrite: OverwriteOption = False,
     quiet: QuietOption = False,
     protocol: str = typer.Option("recursive", hidden=True),  # the peer metrics moved to `fmm-fast aopc`
@@ -121,25 +116,9 @@ def evaluate(
         claim_container(out, RUN_KIND, shared, seed, CURVE_FILES, overwrite)
         mask_engine = MaskBatchEngine(loaded.backend, token_budget=engine.token_budget)
         print_header(model, loaded, text_dataset.name, data.split, len(encoded), measure)
-        sides = _fidelity_sides(model, loaded, settings)
+        sides = fidelity_sides(model, loaded, settings)
         with open_pool(scale, model, settings.backend.provider, engine.token_budget) as pool:
             _evaluate_seeds(out, runs, loaded, text_dataset, encoded, mask_engine, pool, quiet, sides)
-
-
-def _fidelity_sides(
-    model: Path, loaded: LoadedModel, settings: EvaluationSettings
-) -> tuple[PrecisionRun, PrecisionRun] | None:
-    """Both sides of a reduced-precision run's fidelity estimate: the run's model, and it in fp32; None
-    for an fp32 run or --fidelity-sample 0 (and with Ray workers, which run fp32 only)."""
-    if settings.backend.precision == "fp32" or settings.fidelity_sample == 0:
-        return None
-    from fmm_fast.protocols.fidelity import precision_run
-
-    fp32 = replace(settings.backend, precision="fp32")
-    budget = settings.engine.token_budget
-    return precision_run(loaded, settings.backend, budget), precision_run(
-        load_model(model, fp32), fp32, budget
-    )
 
 
 def _evaluate_seeds(
@@ -154,7 +133,7 @@ def _evaluate_seeds(
     sides: tuple[PrecisionRun, PrecisionRun] | None,
 ) -> None:
     """Every seed's recursive curves into OUT/seed-S (in this process, or on `pool`'s Ray workers), then
-    the curves of all seeds as CSV and PNG. sides: of each seed's fidelity estimate (_fidelity_sides)."""
+    the curves of all seeds as CSV and PNG. sides: of each seed's fidelity estimate (fidelity_sides)."""
     from fmm_fast.distributed.evaluation import evaluate_sharded
     from fmm_fast.protocols.erasure import evaluate_model
     from fmm_fast.protocols.fidelity import fidelity_estimate

@@ -11,6 +11,7 @@ import typer
 from fmm_fast.backends.loading import LoadedModel, load_model
 from fmm_fast.cli.app import app
 from fmm_fast.cli.options import (
+    FidelitySampleOption,
     MeasureOptionsOption,
     ModelOption,
     OverwriteOption,
@@ -22,12 +23,13 @@ from fmm_fast.cli.options import (
     parse_measure_options,
     scale_options,
 )
+from fmm_fast.cli.seed_runs import fidelity_sides
 from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.outputs import check_file, output_lock
 from fmm_fast.core.progress import progress_bar
 from fmm_fast.core.records import Stopwatch, read_record, split_run_header, versions, write_record
-from fmm_fast.core.settings import BackendOptions, EngineOptions, ExplainSettings
+from fmm_fast.core.settings import DEFAULT_FIDELITY_SAMPLE, BackendOptions, EngineOptions, ExplainSettings
 from fmm_fast.data.base import TextDataset
 from fmm_fast.data.options import DataOptions, open_split
 from fmm_fast.distributed.runtime import ScaleOptions, check_scale_out, check_worker_precision
@@ -105,6 +107,7 @@ def explain(
         help="Also write OUT.html: every example once, one row per measure, its words coloured by score "
         "(a switch shows the model's tokens).",
     ),
+    fidelity_sample: FidelitySampleOption = DEFAULT_FIDELITY_SAMPLE,
     overwrite: OverwriteOption = False,
     quiet: QuietOption = False,
     *,
@@ -116,8 +119,9 @@ def explain(
     page, record_path = out.with_suffix(".html"), out.with_suffix(RECORD_SUFFIX)
     if out in (page, record_path):
         raise UserError(f"--out {out} is where its page or run record goes; give it the suffix .jsonl")
+    options = parse_measure_options(measure_option)
     settings = ExplainSettings(
-        str(model), data, tuple(measure), seed, parse_measure_options(measure_option), engine, backend
+        str(model), data, tuple(measure), seed, options, engine, backend, fidelity_sample
     )
     if scale is not None:
         check_scale_out(scale, model, settings.specs)
@@ -158,5 +162,11 @@ def explain(
             print(f"wrote {page}")
         files = [out, page] if html else [out]
         record = explain_record(settings, loaded, dataset, encoded, files, seconds, clock.seconds, workers)
+        if (sides := fidelity_sides(model, loaded, settings)) is not None:  # Ray workers run fp32 only
+            from fmm_fast.protocols.fidelity import fidelity_lines, ranking_fidelity
+
+            arguments = (settings.specs, settings.seed, encoded, settings.fidelity_sample, *sides)
+            record["fidelity"] = ranking_fidelity(*arguments, engine.explain_batch_rows)
+            print("\n".join(fidelity_lines(record["fidelity"])))
         write_record(record_path, record)  # last: a record says the run finished
         print(f"wrote its run record {record_path}")

@@ -51,6 +51,16 @@ MeasuresOption = Annotated[
 SeedsOption = Annotated[
     list[int], typer.Option("--seed", min=0, help="Seed of the `rand` baseline; repeat for several.")
 ]
+FidelitySampleOption = Annotated[
+    int,
+    typer.Option(
+        "--fidelity-sample",
+        min=0,
+        help="With a reduced --precision (bf16, fp16): run a seeded sample of N examples in fp32 too and "
+        "report how far the reduced precision moved the run: prediction agreement, identical masks per "
+        "step (evaluate: with ΔACU/ΔRACU and 95% intervals), and the sample's cost. 0: no estimate.",
+    ),
+]
 MeasureOptionsOption = Annotated[
     list[str],
     typer.Option(

@@ -5,14 +5,18 @@ what the command wrote there (fmm_fast.core.outputs)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fmm_fast.backends.loading import LoadedModel
+from fmm_fast.backends.loading import LoadedModel, load_model
 from fmm_fast.core.datatypes import trained_in
 from fmm_fast.core.outputs import check_directory, claim_directory
-from fmm_fast.core.settings import ResumableSettings
+from fmm_fast.core.settings import EvaluationSettings, ExplainSettings, ResumableSettings
 from fmm_fast.measures.spec import BASELINE
+
+if TYPE_CHECKING:
+    from fmm_fast.protocols.fidelity import PrecisionRun
 
 
 def seed_directory(out: Path, seed: int) -> Path:
@@ -46,6 +50,21 @@ def claim_container(
     """Make OUT this command's container: its marker lists the seed directories and `files` it writes."""
     entries = [*files, *(seed_directory(out, seed).name for seed in seeds)]
     claim_directory(out, kind, shared, overwrite, files=entries)
+
+
+def fidelity_sides(
+    model: Path, loaded: LoadedModel, settings: EvaluationSettings | ExplainSettings
+) -> tuple[PrecisionRun, PrecisionRun] | None:
+    """Both sides of a reduced-precision run's fidelity estimate (protocols.fidelity): the run's model, and
+    it in fp32; None for an fp32 run or --fidelity-sample 0."""
+    if settings.backend.precision == "fp32" or settings.fidelity_sample == 0:
+        return None
+    from fmm_fast.protocols.fidelity import precision_run  # loads Numba: not at --help
+
+    fp32 = replace(settings.backend, precision="fp32")
+    budget = settings.engine.token_budget
+    fp32_side = precision_run(load_model(model, fp32), fp32, budget)
+    return precision_run(loaded, settings.backend, budget), fp32_side
 
 
 def print_header(

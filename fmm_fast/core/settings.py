@@ -196,14 +196,7 @@ class EvaluationSettings(ResolvedMeasures, ResumableSettings):
     def __post_init__(self) -> None:
         self._resolve_measures()
         _resolve_precision(self, [self.model])
-        check(
-            [
-                (
-                    self.fidelity_sample >= 0,
-                    f"--fidelity-sample must be at least 0 (0: no estimate), got {self.fidelity_sample}",
-                )
-            ]
-        )
+        _check_fidelity_sample(self.fidelity_sample)
 
     def fingerprint_fields(self) -> dict[str, Any]:
         fields = super().fingerprint_fields()
@@ -242,6 +235,10 @@ class AopcSettings(ResolvedMeasures, ResumableSettings):
         return fields
 
 
+def _check_fidelity_sample(size: int) -> None:
+    check([(size >= 0, f"--fidelity-sample must be at least 0 (0: no estimate), got {size}")])
+
+
 def _resolve_precision(settings: RunSettings, models: Sequence[str]) -> None:
     """Set settings.backend (in __post_init__: frozen) to the precision `models` run in, resolved once."""
     if settings.backend.precision != "fp32":  # fp32 runs alike everywhere: no model to look at
@@ -253,7 +250,7 @@ def _resolve_precision(settings: RunSettings, models: Sequence[str]) -> None:
 @dataclass(frozen=True)
 class ExplainSettings(ResolvedMeasures, RunSettings):
     """Importance scores of one or more measures for the examples of a split (docs/method.md §3); seed drives
-    `rand`."""
+    `rand`. fidelity_sample: as EvaluationSettings'."""
 
     model: str
     data: DataOptions
@@ -262,6 +259,7 @@ class ExplainSettings(ResolvedMeasures, RunSettings):
     measure_options: dict[str, int] = field(default_factory=dict)
     engine: EngineOptions = field(default_factory=EngineOptions)
     backend: BackendOptions = field(default_factory=BackendOptions)
+    fidelity_sample: int = DEFAULT_FIDELITY_SAMPLE
 
     WITH_BASELINE = False  # explains exactly the measures given
 
@@ -271,6 +269,7 @@ class ExplainSettings(ResolvedMeasures, RunSettings):
         check([(not repeated, f"--measure {', '.join(repeated)} is given twice; give each measure once")])
         self._resolve_measures()
         _resolve_precision(self, [self.model])
+        _check_fidelity_sample(self.fidelity_sample)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""A fidelity estimate for a reduced-precision erasure run: how far bf16 (or fp16) moves it from fp32 on the
-user's own data, measured on a seeded sample of its examples erased in both precisions.
+"""A fidelity estimate for a reduced-precision run: how far bf16 (or fp16) moves an evaluation or an
+explanation run from fp32 on the user's own data, measured on a seeded sample of its examples run in both.
 
 A reduced-precision run is a different, slightly noisier measurement: its rounding reorders near-ties among
 importance scores, and a recursive erasure then masks other tokens from that step on. The sample shows by
@@ -10,6 +10,9 @@ run's engine and on an fp32 one (docs/method.md §4), and the two are compared:
   - ΔACU, ΔRACU (reduced − fp32, ×1 as the record stores ACU/RACU) of each measure on the sample, with a
     95% percentile bootstrap interval over its examples (paired: one resample scores both precisions);
   - seconds: what the sample cost, both erasures.
+An explanation run draws no curves: its estimate (ranking_fidelity) has the prediction agreement and, per
+ratio r_j, the share of the sample whose floor(r_j·n) top-ranked explained tokens by each measure's scores
+(the mask a one-shot erasure by that ranking makes) are the same in both precisions.
 The estimate describes the sample only; with 16 examples its intervals are wide, and they say so.
 """
 
@@ -27,10 +30,11 @@ from fmm_fast.backends.loading import LoadedModel, gradient_backend
 from fmm_fast.backends.options import BackendOptions
 from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.core.metrics import METRICS
+from fmm_fast.data.masking import masked_count
 from fmm_fast.measures.base import Measure
 from fmm_fast.measures.spec import BASELINE, MeasureSpec
 from fmm_fast.protocols.curve_stats import RATIOS, acu_racu_against_baseline, format_ci
-from fmm_fast.protocols.erasure import erasure_steps, fully_masked
+from fmm_fast.protocols.erasure import erase_top, erasure_steps, explain_split, fully_masked
 
 BOOTSTRAP_RESAMPLES = 1000
 CONFIDENCE = 0.95
@@ -142,10 +146,7 @@ def compare(
     tail = 100 * (1 - CONFIDENCE) / 2
     measures = {}
     for name in reduced.predictions:
-        same = [
-            float(np.mean([np.array_equal(a, b) for a, b in zip(x, y, strict=True)]))
-            for x, y in zip(reduced.erased[name], fp32.erased[name], strict=True)
-        ]
+        same = [_identical(x, y) for x, y in zip(reduced.erased[name], fp32.erased[name], strict=True)]
         entry = {"identical_masks": same}
         for index, key in enumerate(("acu", "racu")):
             differences = np.asarray([r[name][index] - f[name][index] for r, f in resampled])
@@ -197,21 +198,76 @@ def fidelity_estimate(
     }
 
 
+def ranking_fidelity(
+    specs: Sequence[MeasureSpec],
+    seed: int,
+    split: EncodedSplit,
+    size: int,
+    reduced: PrecisionRun,
+    fp32: PrecisionRun,
+    batch_rows: int,
+) -> dict:
+    """The estimate for an explanation run of `specs` seeded `seed` on `split` (see the module docstring):
+    a sample of `size` examples explained on both sides. The explanation run record's "fidelity" section."""
+    started = time.perf_counter()
+    ids = sample_indices(len(split), size, seed)
+    sample = split.subset(ids)
+    inputs, mask_id = list(sample.input_ids), reduced.engine.info.mask_id
+    lengths = [int(e.sum()) for e in sample.explained]
+    unmasked = [side.engine.logits(inputs).argmax(axis=1) for side in (reduced, fp32)]
+    measures = {}
+    for spec in specs:
+        masks = []
+        for side in (reduced, fp32):
+            measure = spec.build(seed)  # as `explain` builds it: the same random draws on both sides
+            scores = explain_split(
+                measure, side.engine_for(measure), inputs, sample, batch_rows, example_ids=ids
+            )
+            masks.append(
+                [
+                    [
+                        erase_top(x, e, s, int(masked_count(float(ratio), n)), mask_id)
+                        for x, e, s, n in zip(inputs, sample.explained, scores, lengths, strict=True)
+                    ]
+                    for ratio in RATIOS[1:-1]
+                ]
+            )
+        same = [_identical(a, b) for a, b in zip(*masks, strict=True)]
+        measures[spec.name] = {"identical_masks": same}
+    return {
+        "precision": reduced.precision,
+        "sample": ids.tolist(),
+        "ratios": [float(r) for r in RATIOS],
+        "n_examples": len(ids),
+        "prediction_agreement": float(np.mean(unmasked[0] == unmasked[1])),
+        "measures": measures,
+        "seconds": time.perf_counter() - started,
+    }
+
+
+def _identical(first: Sequence[np.ndarray], second: Sequence[np.ndarray]) -> float:
+    """The share of examples whose masked inputs are the same."""
+    return float(np.mean([np.array_equal(a, b) for a, b in zip(first, second, strict=True)]))
+
+
 def fidelity_lines(estimate: dict) -> list[str]:
-    """The printed block of an estimate: the sample, its cost and agreement, then a row per measure."""
+    """The printed block of an estimate: the sample, its cost and agreement, then a row per measure (with
+    ΔACU and ΔRACU where the run drew curves)."""
+    curves = "delta_racu" in next(iter(estimate["measures"].values()))
+    masks = "erasure masks" if curves else "ranking masks"
     lines = [
         f"fidelity of {estimate['precision']} against fp32 on a sample of {estimate['n_examples']} examples "
-        f"(erased in both, {estimate['seconds']:.1f} s): predictions agree on "
+        f"(run in both, {estimate['seconds']:.1f} s): predictions agree on "
         f"{100 * estimate['prediction_agreement']:.0f}%",
-        f"{'measure':<16}{'identical masks min/mean':>26}{'ΔACU ×100 (95% CI)':>24}"
-        f"{'ΔRACU ×100 (95% CI)':>24}",
+        f"{'measure':<16}{f'identical {masks} min/mean':>32}"
+        + (f"{'ΔACU ×100 (95% CI)':>24}{'ΔRACU ×100 (95% CI)':>24}" if curves else ""),
     ]
     for name, m in estimate["measures"].items():
         same = m["identical_masks"]
         shares = f"{100 * min(same):.0f}% / {100 * sum(same) / len(same):.0f}%"
         deltas = [
             format_ci(m[f"delta_{key}"], *(m[f"delta_{key}_ci"] or (math.nan, math.nan)))
-            for key in ("acu", "racu")
+            for key in (("acu", "racu") if curves else ())
         ]
-        lines.append(f"{name:<16}{shares:>26}{deltas[0]:>24}{deltas[1]:>24}")
+        lines.append(f"{name:<16}{shares:>32}" + "".join(f"{d:>24}" for d in deltas))
     return lines

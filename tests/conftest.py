@@ -9,6 +9,17 @@ os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+@pytest.fixture
+def one_torch_thread():
+    """Tiny models on a small shared machine: one intra-op thread is fastest."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="session")
 def tiny_babi(tmp_path_factory):
     """A tiny-roberta masked-fine-tuned for a few steps on a small bAbI-1 set, and its ONNX export.

@@ -6,7 +6,6 @@ import json
 
 import numpy as np
 import pytest
-import torch
 
 from fmm_fast.backends.loading import load_model
 from fmm_fast.backends.options import BackendOptions
@@ -14,6 +13,7 @@ from fmm_fast.cli import main
 from fmm_fast.data.options import DataOptions, open_split
 from fmm_fast.measures.spec import resolve_measures
 from fmm_fast.protocols.fidelity import (
+    FidelitySample,
     SampleErasure,
     compare,
     fidelity_estimate,
@@ -26,12 +26,7 @@ from fmm_fast.protocols.fidelity import (
 ACCURACY = scorer("accuracy", 2)
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_the_sample_is_seeded_sorted_and_at_most_the_split() -> None:
@@ -81,14 +76,20 @@ def test_a_reduced_precision_that_erases_otherwise_shows_its_shift() -> None:
     assert result["measures"]["rand"]["delta_racu"] == 0.0
 
 
-def test_an_estimate_of_fp32_against_itself_is_exact(tiny_babi) -> None:
+@pytest.fixture
+def fp32_twice(tiny_babi):
+    """Ten test examples and both sides of an estimate on the same fp32 model: what compares exactly."""
     checkpoint, _, data = tiny_babi
     options = BackendOptions(device="cpu")
     loaded = load_model(checkpoint, options)
     _, encoded = open_split(loaded, DataOptions("babi-1", limit=10, **data))
+    return encoded, (precision_run(loaded, options, 2048), precision_run(loaded, options, 2048))
+
+
+def test_an_estimate_of_fp32_against_itself_is_exact(fp32_twice) -> None:
+    encoded, sides = fp32_twice
     specs = resolve_measures(["loo-abs", "grad-l2"])
-    sides = [precision_run(loaded, options, 2048) for _ in range(2)]
-    estimate = fidelity_estimate(specs, 0, encoded, 4, *sides, "accuracy", 8)
+    estimate = fidelity_estimate(specs, 0, FidelitySample.draw(encoded, 4, 0), sides, "accuracy", 8)
     assert estimate["n_examples"] == 4 and estimate["sample"] == sample_indices(10, 4, 0).tolist()
     assert estimate["prediction_agreement"] == 1.0 and estimate["seconds"] > 0
     assert set(estimate["measures"]) == {"rand", "loo-abs", "grad-l2"}
@@ -96,15 +97,10 @@ def test_an_estimate_of_fp32_against_itself_is_exact(tiny_babi) -> None:
         assert entry["identical_masks"] == [1.0] * 9 and entry["delta_acu"] == 0.0
 
 
-def test_a_ranking_estimate_of_fp32_against_itself_is_exact(tiny_babi) -> None:
-    checkpoint, _, data = tiny_babi
-    options = BackendOptions(device="cpu")
-    loaded = load_model(checkpoint, options)
-    _, encoded = open_split(loaded, DataOptions("babi-1", limit=10, **data))
-    sides = [precision_run(loaded, options, 2048) for _ in range(2)]
-    estimate = ranking_fidelity(
-        resolve_measures(["loo-abs", "grad-l2"], baseline=False), 0, encoded, 5, *sides, 8
-    )
+def test_a_ranking_estimate_of_fp32_against_itself_is_exact(fp32_twice) -> None:
+    encoded, sides = fp32_twice
+    specs = resolve_measures(["loo-abs", "grad-l2"], baseline=False)
+    estimate = ranking_fidelity(specs, 0, FidelitySample.draw(encoded, 5, 0), sides, 8)
     assert estimate["n_examples"] == 5 and estimate["prediction_agreement"] == 1.0
     assert {name: m["identical_masks"] for name, m in estimate["measures"].items()} == {
         "loo-abs": [1.0] * 9,

@@ -24,13 +24,7 @@ NATIVE = frozenset({"avx512f", "avx512_bf16"})
 EMULATED = frozenset({"avx2", "avx512f"})
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """Tiny models on a small shared machine: one intra-op thread is fastest."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def pretend_cpu(monkeypatch: pytest.MonkeyPatch, flags: frozenset[str]) -> None:

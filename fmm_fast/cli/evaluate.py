@@ -47,7 +47,7 @@ from fmm_fast.distributed.runtime import ScaleOptions, check_scale_out, check_wo
 
 if TYPE_CHECKING:
     from fmm_fast.distributed.pool import WorkerPool
-    from fmm_fast.protocols.fidelity import PrecisionRun
+    from fmm_fast.protocols.fidelity import Sides
 
 CURVE_FILES = ("curves.csv", "curves.png")
 
@@ -130,13 +130,13 @@ def _evaluate_seeds(
     engine: MaskBatchEngine,
     pool: WorkerPool | None,
     quiet: bool,
-    sides: tuple[PrecisionRun, PrecisionRun] | None,
+    sides: Sides | None,
 ) -> None:
     """Every seed's recursive curves into OUT/seed-S (in this process, or on `pool`'s Ray workers), then
     the curves of all seeds as CSV and PNG. sides: of each seed's fidelity estimate (fidelity_sides)."""
     from fmm_fast.distributed.evaluation import evaluate_sharded
     from fmm_fast.protocols.erasure import evaluate_model
-    from fmm_fast.protocols.fidelity import fidelity_estimate
+    from fmm_fast.protocols.fidelity import FidelitySample, fidelity_estimate
     from fmm_fast.report.plots import plot_run_curves
 
     rows = []
@@ -146,9 +146,9 @@ def _evaluate_seeds(
         if pool is None:
             estimate = None
             if sides is not None:
-                rows_per_call = settings.engine.explain_batch_rows
-                arguments = (settings.specs, s, encoded, settings.fidelity_sample, *sides)
-                estimate = partial(fidelity_estimate, *arguments, text_dataset.metric, rows_per_call)
+                sample = FidelitySample.draw(encoded, settings.fidelity_sample, s)
+                arguments = (settings.specs, s, sample, sides, text_dataset.metric)
+                estimate = partial(fidelity_estimate, *arguments, settings.engine.explain_batch_rows)
             record = evaluate_model(
                 loaded, text_dataset, encoded, settings, run_dir, engine, progress, estimate
             )

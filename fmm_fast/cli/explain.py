@@ -163,10 +163,11 @@ def explain(
         files = [out, page] if html else [out]
         record = explain_record(settings, loaded, dataset, encoded, files, seconds, clock.seconds, workers)
         if (sides := fidelity_sides(model, loaded, settings)) is not None:  # Ray workers run fp32 only
-            from fmm_fast.protocols.fidelity import fidelity_lines, ranking_fidelity
+            from fmm_fast.protocols.fidelity import FidelitySample, fidelity_lines, ranking_fidelity
 
-            arguments = (settings.specs, settings.seed, encoded, settings.fidelity_sample, *sides)
-            record["fidelity"] = ranking_fidelity(*arguments, engine.explain_batch_rows)
+            sample = FidelitySample.draw(encoded, settings.fidelity_sample, settings.seed)
+            rows = engine.explain_batch_rows
+            record["fidelity"] = ranking_fidelity(settings.specs, settings.seed, sample, sides, rows)
             print("\n".join(fidelity_lines(record["fidelity"])))
         write_record(record_path, record)  # last: a record says the run finished
         print(f"wrote its run record {record_path}")

@@ -16,7 +16,7 @@ from fmm_fast.core.settings import EvaluationSettings, ExplainSettings, Resumabl
 from fmm_fast.measures.spec import BASELINE
 
 if TYPE_CHECKING:
-    from fmm_fast.protocols.fidelity import PrecisionRun
+    from fmm_fast.protocols.fidelity import Sides
 
 
 def seed_directory(out: Path, seed: int) -> Path:
@@ -54,7 +54,7 @@ def claim_container(
 
 def fidelity_sides(
     model: Path, loaded: LoadedModel, settings: EvaluationSettings | ExplainSettings
-) -> tuple[PrecisionRun, PrecisionRun] | None:
+) -> Sides | None:
     """Both sides of a reduced-precision run's fidelity estimate (protocols.fidelity): the run's model, and
     it in fp32; None for an fp32 run or --fidelity-sample 0."""
     if settings.backend.precision == "fp32" or settings.fidelity_sample == 0:

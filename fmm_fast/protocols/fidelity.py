@@ -50,10 +50,24 @@ def scorer(metric: str, num_labels: int) -> Scorer:
 
 
 def sample_indices(n_examples: int, size: int, seed: int) -> np.ndarray:
-    """(min(size, n),) sorted indices of the examples the estimate erases in both precisions, drawn by
-    the run's seed."""
+    """(min(size, n),) sorted indices of the examples the estimate runs in both precisions, drawn by the
+    run's seed."""
     rng = np.random.default_rng([seed, n_examples])
     return np.sort(rng.choice(n_examples, size=min(size, n_examples), replace=False))
+
+
+@dataclass
+class FidelitySample:
+    """The examples an estimate runs in both precisions: ids (n,) their indices in the run's split (what
+    measures drawing random numbers per example see), split the examples themselves."""
+
+    ids: np.ndarray
+    split: EncodedSplit
+
+    @classmethod
+    def draw(cls, split: EncodedSplit, size: int, seed: int) -> FidelitySample:
+        ids = sample_indices(len(split), size, seed)
+        return cls(ids, split.subset(ids))
 
 
 @dataclass
@@ -64,6 +78,9 @@ class PrecisionRun:
     precision: str
     engine: MaskBatchEngine
     engine_for: Callable[[Measure], MaskBatchEngine]
+
+
+Sides = tuple[PrecisionRun, PrecisionRun]  # the run's reduced precision, then fp32
 
 
 def precision_run(loaded: LoadedModel, options: BackendOptions, token_budget: int) -> PrecisionRun:
@@ -93,22 +110,18 @@ class SampleErasure:
 
 
 def erase_sample(
-    specs: Sequence[MeasureSpec],
-    seed: int,
-    sample: EncodedSplit,
-    ids: np.ndarray,
-    side: PrecisionRun,
-    rows: int,
+    specs: Sequence[MeasureSpec], seed: int, sample: FidelitySample, side: PrecisionRun, rows: int
 ) -> SampleErasure:
-    """Every measure's recursive erasure of `sample` (examples `ids` of the split) on one precision's side."""
-    unmasked = side.engine.logits(list(sample.input_ids)).argmax(axis=1)
-    ends = side.engine.logits(fully_masked(sample, side.engine.info.mask_id)).argmax(axis=1)
+    """Every measure's recursive erasure of `sample` on one precision's side."""
+    examples, engine = sample.split, side.engine
+    unmasked = engine.logits(list(examples.input_ids)).argmax(axis=1)
+    ends = engine.logits(fully_masked(examples, engine.info.mask_id)).argmax(axis=1)
     predictions, erased = {}, {}
     for spec in specs:
         curve, masks = [unmasked], []
         steps = erasure_steps(
-            spec, seed, sample, side.engine, list(sample.input_ids), 1, rows, engine_for=side.engine_for,
-            example_ids=ids,
+            spec, seed, examples, engine, list(examples.input_ids), 1, rows, engine_for=side.engine_for,
+            example_ids=sample.ids,
         )  # fmt: skip
         for step in steps:
             if step.predictions is None:  # r = 1: every explained token masked
@@ -167,78 +180,57 @@ def compare(
 
 
 def fidelity_estimate(
-    specs: Sequence[MeasureSpec],
-    seed: int,
-    split: EncodedSplit,
-    size: int,
-    reduced: PrecisionRun,
-    fp32: PrecisionRun,
-    metric: str,
-    batch_rows: int,
+    specs: Sequence[MeasureSpec], seed: int, sample: FidelitySample, sides: Sides, metric: str, rows: int
 ) -> dict:
-    """The estimate for a run of `specs` (rand among them) seeded `seed` on `split`: a sample of `size`
-    examples erased on the run's side (`reduced`) and on `fp32`'s. The record's "fidelity" section."""
+    """The estimate for an erasure run of `specs` (rand among them) seeded `seed`: `sample` erased on the
+    run's side and on fp32's (`sides`). The record's "fidelity" section."""
     if not any(spec.name == BASELINE for spec in specs):
         raise ValueError(f"a fidelity estimate needs the {BASELINE} baseline among the measures")
     started = time.perf_counter()
-    ids = sample_indices(len(split), size, seed)
-    sample = split.subset(ids)
-    erased = {
-        side.precision: erase_sample(specs, seed, sample, ids, side, batch_rows) for side in (reduced, fp32)
-    }
-    score = scorer(metric, reduced.engine.info.num_labels)
-    result = compare(erased[reduced.precision], erased[fp32.precision], sample.labels, score, seed)
+    reduced, fp32 = (erase_sample(specs, seed, sample, side, rows) for side in sides)
+    score = scorer(metric, sides[0].engine.info.num_labels)
     return {
-        "precision": reduced.precision,
-        "sample": ids.tolist(),
+        "precision": sides[0].precision,
+        "sample": sample.ids.tolist(),
         "metric": metric,
         "ratios": [float(r) for r in RATIOS],
-        **result,
+        **compare(reduced, fp32, sample.split.labels, score, seed),
         "seconds": time.perf_counter() - started,
     }
 
 
 def ranking_fidelity(
-    specs: Sequence[MeasureSpec],
-    seed: int,
-    split: EncodedSplit,
-    size: int,
-    reduced: PrecisionRun,
-    fp32: PrecisionRun,
-    batch_rows: int,
+    specs: Sequence[MeasureSpec], seed: int, sample: FidelitySample, sides: Sides, rows: int
 ) -> dict:
-    """The estimate for an explanation run of `specs` seeded `seed` on `split` (see the module docstring):
-    a sample of `size` examples explained on both sides. The explanation run record's "fidelity" section."""
+    """The estimate for an explanation run of `specs` seeded `seed` (see the module docstring): `sample`
+    explained on both `sides`. The explanation run record's "fidelity" section."""
     started = time.perf_counter()
-    ids = sample_indices(len(split), size, seed)
-    sample = split.subset(ids)
-    inputs, mask_id = list(sample.input_ids), reduced.engine.info.mask_id
-    lengths = [int(e.sum()) for e in sample.explained]
-    unmasked = [side.engine.logits(inputs).argmax(axis=1) for side in (reduced, fp32)]
+    examples = sample.split
+    inputs, mask_id = list(examples.input_ids), sides[0].engine.info.mask_id
+    lengths = [int(e.sum()) for e in examples.explained]
+    unmasked = [side.engine.logits(inputs).argmax(axis=1) for side in sides]
     measures = {}
     for spec in specs:
         masks = []
-        for side in (reduced, fp32):
+        for side in sides:
             measure = spec.build(seed)  # as `explain` builds it: the same random draws on both sides
-            scores = explain_split(
-                measure, side.engine_for(measure), inputs, sample, batch_rows, example_ids=ids
-            )
+            explaining = side.engine_for(measure)
+            scores = explain_split(measure, explaining, inputs, examples, rows, example_ids=sample.ids)
             masks.append(
                 [
                     [
                         erase_top(x, e, s, int(masked_count(float(ratio), n)), mask_id)
-                        for x, e, s, n in zip(inputs, sample.explained, scores, lengths, strict=True)
+                        for x, e, s, n in zip(inputs, examples.explained, scores, lengths, strict=True)
                     ]
                     for ratio in RATIOS[1:-1]
                 ]
             )
-        same = [_identical(a, b) for a, b in zip(*masks, strict=True)]
-        measures[spec.name] = {"identical_masks": same}
+        measures[spec.name] = {"identical_masks": [_identical(a, b) for a, b in zip(*masks, strict=True)]}
     return {
-        "precision": reduced.precision,
-        "sample": ids.tolist(),
+        "precision": sides[0].precision,
+        "sample": sample.ids.tolist(),
         "ratios": [float(r) for r in RATIOS],
-        "n_examples": len(ids),
+        "n_examples": len(sample.ids),
         "prediction_agreement": float(np.mean(unmasked[0] == unmasked[1])),
         "measures": measures,
         "seconds": time.perf_counter() - started,

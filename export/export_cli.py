@@ -1,4 +1,10 @@
-"""The command line shared by make_tables.py and make_figures.py: `--results DIR... --out DIR`."""
+"""The command line shared by make_tables.py and make_figures.py: `--results DIR... --out DIR [--overwrite]`.
+
+Both claim --out as `fmm-fast report` does (fmm_fast.core.outputs): a new or empty directory, one holding a
+report of the same results (the script's files are rewritten, the others kept), or with --overwrite an
+earlier report, of which only the files its marker lists are removed. A directory holding anything else is
+refused, and every result is read and checked before anything is written.
+"""
 
 from __future__ import annotations
 
@@ -8,26 +14,47 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from fmm_fast.core.errors import UserError
+from fmm_fast.core.outputs import claim_directory, output_lock
 from fmm_fast.report.aggregate import Report, load_report
+from fmm_fast.report.write import report_fields
 
 
 def export_main(
-    argv: Sequence[str] | None, writer: Callable[[Report, Path], list[Path]], description: str
+    argv: Sequence[str] | None,
+    writer: Callable[[Report, Path], list[Path]],
+    names: Callable[[Report], list[str]],
+    prog: str,
+    description: str,
 ) -> int:
-    """Run `writer` (write_tables or write_figures) on the aggregated results, print the written paths.
+    """Run `writer` (write_tables or write_figures) on the aggregated results into the claimed --out,
+    listing `names(report)` (the entries it writes) in the run marker; print the written paths.
 
     Returns the exit code: 0, or 2 with a one-line error on a user mistake.
     """
-    parser = argparse.ArgumentParser(description=description)
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument(
         "--results", type=Path, nargs="+", required=True, help="evaluation result directories"
     )
-    parser.add_argument("--out", type=Path, required=True, help="output directory")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="output directory: new, empty, or holding a report of the same --results",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an earlier report in --out (only the files fmm-fast wrote there are removed)",
+    )
     args = parser.parse_args(argv)
     try:
-        written = writer(load_report(args.results), args.out)
+        with output_lock(args.out):  # a second process writing the same --out exits at once
+            report = load_report(args.results)
+            fields = report_fields(args.results)
+            claim_directory(args.out, "report", fields, args.overwrite, files=names(report))
+            written = writer(report, args.out)
     except UserError as error:
-        print(f"{parser.prog}: error: {error}", file=sys.stderr)
+        print(f"{prog}: error: {error}", file=sys.stderr)
         return 2
     print("\n".join(str(path) for path in written))
     return 0

@@ -206,11 +206,15 @@ def _snapshot(*roots: Path) -> dict[str, tuple[int, str]]:
     }
 
 
-def _assert_one_line_and_nothing_changed(argv, roots, capfd, expected: str) -> None:
+def _assert_one_line_and_nothing_changed(
+    argv, roots, capfd, expected: str, run=main, prog="fmm-fast"
+) -> None:
+    """`run(argv)` (fmm-fast's main, or another front door named `prog`) exits 2 with one line saying
+    `expected`, and no file under `roots` changed or went."""
     before = _snapshot(*roots)
-    assert main(argv) == 2
+    assert run(argv) == 2
     err = capfd.readouterr().err
-    assert len(err.splitlines()) == 1 and err.startswith("fmm-fast: error: "), err
+    assert len(err.splitlines()) == 1 and err.startswith(f"{prog}: error: "), err
     assert expected in err, err
     after = _snapshot(*roots)
     assert {path: after.get(path) for path in before} == before  # no existing file changed or removed

@@ -1,6 +1,7 @@
 """One ownership rule for every output: only what a marker says fmm-fast wrote is ever replaced or removed
-(--overwrite included), containers carry the fields their seeds share, `report` claims its --out like the
-other commands, and the output lock is taken before any model or data loads.
+(--overwrite included), containers carry the fields their seeds share, `report` and the export scripts
+(export/make_tables.py, make_figures.py) claim their --out like the other commands, and the output lock is
+taken before any model or data loads.
 
 Every case hashes the files it sets up before and after the command (tests/test_bad_inputs.py's check).
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import os
 import resource
+import runpy
 import shutil
 import subprocess
 import sys
@@ -22,8 +24,10 @@ from test_bad_inputs import _assert_one_line_and_nothing_changed, _snapshot
 from fmm_fast.cli import main
 from fmm_fast.core.outputs import LOCK_NAME, RUN_MARKER
 from fmm_fast.core.records import read_record, write_record
+from fmm_fast.report.write import TABLES
 
 ROOT = Path(__file__).resolve().parents[1]
+EXPORT = ROOT / "export"
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +46,8 @@ def done(tiny_babi, tmp_path_factory):
 
 
 # Every command that writes an output: (command, its line with {out}, a file it writes there, whether it
-# has --overwrite). Directory commands write into {out}; export and explain write the file {out}.
+# has --overwrite). Directory commands write into {out}; export and explain write the file {out}. The export
+# scripts' lines start with the script's name (run as `python export/SCRIPT ...`).
 COMMANDS = [
     ("train", "train {babi} --max-steps 1 --quiet --out {out}", "run.json", True),
     ("export", "export --model {ckpt} --out {out}", None, True),
@@ -54,20 +59,37 @@ COMMANDS = [
     ("report", "report {eval} --out {out}", "table.md", True),
     ("demo", "demo --out {out} --eval-limit 1 --beam-limit 1", "demo.json", False),
     ("roar", "roar {babi} --steps 1 --epochs 1 --quiet --out {out}", "result.json", True),
+    ("make_tables.py", "make_tables.py --results {eval} --out {out}", "table.md", True),
+    ("make_figures.py", "make_figures.py --results {eval} --out {out}", "curves-babi-1-masked.png", True),
 ]  # fmt: skip
 SUFFIXES = {"export": ".onnx", "explain": ".jsonl"}
+
+
+@pytest.fixture
+def script(monkeypatch):
+    """Run an export script as `python export/SCRIPT ARGS` does (argv[0] names the script); its exit code."""
+    monkeypatch.syspath_prepend(str(EXPORT))  # the script's folder first, as python puts it
+
+    def run(argv: list[str]) -> int:
+        monkeypatch.setattr(sys, "argv", argv)
+        with pytest.raises(SystemExit) as exit_:
+            runpy.run_path(str(EXPORT / argv[0]), run_name="__main__")
+        return exit_.value.code
+
+    return run
 
 
 def test_every_output_writing_command_is_in_the_table():
     from fmm_fast.cli import COMMAND_MODULES
 
-    assert {name for name, *_ in COMMANDS} == set(COMMAND_MODULES)
+    scripts = {path.name for path in EXPORT.glob("make_*.py")}
+    assert {name for name, *_ in COMMANDS} == set(COMMAND_MODULES) | scripts
 
 
 @pytest.mark.parametrize(("command", "line", "alike", "has_overwrite"), COMMANDS, ids=[c[0] for c in COMMANDS])  # noqa: E501
 @pytest.mark.parametrize("overwrite", [False, True], ids=["plain", "overwrite"])
 def test_no_command_touches_what_fmm_fast_did_not_write(
-    done, tmp_path, capfd, command, line, alike, has_overwrite, overwrite
+    done, tmp_path, capfd, script, command, line, alike, has_overwrite, overwrite
 ):
     """A user's files where --out points: refused with one line, each file unchanged, --overwrite too."""
     if overwrite and not has_overwrite:
@@ -85,7 +107,8 @@ def test_no_command_touches_what_fmm_fast_did_not_write(
     expected = "not this run"
     if command in SUFFIXES:
         expected = "fmm-fast wrote; --overwrite replaces only those" if overwrite else "already exists"
-    _assert_one_line_and_nothing_changed(argv, [tmp_path], capfd, expected)
+    run, prog = (script, command) if command.endswith(".py") else (main, "fmm-fast")
+    _assert_one_line_and_nothing_changed(argv, [tmp_path], capfd, expected, run, prog)
     assert not (out / RUN_MARKER).exists()
 
 
@@ -145,6 +168,31 @@ def test_report_claims_its_out_and_writes_nothing_before_its_inputs_are_checked(
     for into in (paths["eval"], str(Path(paths["eval"]) / "seed-0")):  # an evaluation's --out, a seed
         argv = ["report", paths["eval"], "--out", into, "--overwrite"]
         _assert_one_line_and_nothing_changed(argv, [Path(paths["eval"])], capfd, "of `fmm-fast evaluate`")
+
+
+def test_the_export_scripts_claim_their_out_as_a_report_of_their_results(done, tmp_path, capfd, script):
+    """make_tables.py, make_figures.py and `fmm-fast report` with the same results write parts of one
+    report; other results are refused, and with --overwrite replace only what the marker lists; a run of
+    another command is never replaced."""
+    _, paths = done
+    out, again = tmp_path / "docs", tmp_path / "again"
+    shutil.copytree(paths["eval"], again)  # the same results in another directory: other inputs
+    tables = ["make_tables.py", "--results", paths["eval"], "--out", str(out)]
+    assert script(tables) == 0 and script(["make_figures.py", *tables[1:]]) == 0, capfd.readouterr().err
+    assert set(read_record(out / RUN_MARKER)["files"]) == set(TABLES)  # its one seed did not converge
+    assert main(["report", paths["eval"], "--out", str(out)]) == 0  # the same report: completed
+    assert script(tables) == 0 and (out / "report.json").exists()  # and its tables rewritten
+    (out / "notes.txt").write_text("the user's")
+    capfd.readouterr()
+    other = ["make_tables.py", "--results", str(again), "--out", str(out)]
+    _assert_one_line_and_nothing_changed(other, [tmp_path], capfd, "differs in inputs", script, other[0])
+    assert script([*other, "--overwrite"]) == 0
+    assert not (out / "report.json").exists() and (out / "notes.txt").read_text() == "the user's"
+    assert read_record(out / RUN_MARKER)["fields"]["inputs"] == [str(again.resolve())]
+    assert set(read_record(out / RUN_MARKER)["files"]) == set(TABLES)
+    capfd.readouterr()
+    into = ["make_figures.py", "--results", paths["eval"], "--out", str(again), "--overwrite"]
+    _assert_one_line_and_nothing_changed(into, [again], capfd, "of `fmm-fast evaluate`", script, into[0])
 
 
 @pytest.mark.parametrize("command", ["evaluate", "explain", "masf", "report"])

@@ -187,6 +187,22 @@ def roar_figures(roar: RoarReport) -> list[tuple[RoarGroup, str, str]]:
     return figures
 
 
+def report_fields(dirs: Sequence[Path]) -> dict[str, list[str]]:
+    """The fingerprint fields of a report's output directory: its input directories, resolved and sorted
+    (`fmm-fast report` and the export scripts claim theirs with them)."""
+    return {"inputs": sorted(str(Path(d).resolve()) for d in dirs)}
+
+
+def table_names(report: Report) -> list[str]:
+    """The entries `write_tables` writes (the same for every report)."""
+    return list(TABLES)
+
+
+def figure_names(report: Report) -> list[str]:
+    """The entries `write_figures` writes: one per (dataset, strategy) group of `report`."""
+    return [figure_name(group) for group in report.groups]
+
+
 def write_tables(report: Report, out: Path) -> list[Path]:
     """Write table.md, table.tex, performance.md and timing.md into `out`; returns their paths."""
     written = [ensure_writable(out) / name for name in TABLES]
@@ -197,7 +213,7 @@ def write_tables(report: Report, out: Path) -> list[Path]:
 
 def write_figures(report: Report, out: Path) -> list[Path]:
     """Write curves-<dataset>-<strategy>.png per group into `out`; returns their paths."""
-    written = [ensure_writable(out) / figure_name(group) for group in report.groups]
+    written = [ensure_writable(out) / name for name in figure_names(report)]
     for path, group in zip(written, report.groups, strict=True):
         plot_curves(group, path)
     return written
@@ -253,13 +269,12 @@ def write_report(
     if masf_curves:
         files += [MASF_TABLE, MASF_FIGURE]
     if report is not None and erasure:
-        files += [*TABLES, *(figure_name(group) for group in report.groups)]
+        files += [*table_names(report), *figure_names(report)]
     if roar is not None and roar.groups:
         files += [ROAR_TABLE, COST_TABLE, *(name for _, _, name in roar_figures(roar))]
     if report is not None:
         files.append(REPORT_FILE)
-    inputs = sorted(str(Path(d).resolve()) for d in dirs)
-    claim_directory(out, "report", {"inputs": inputs}, overwrite, files=[*files, *also])
+    claim_directory(out, "report", report_fields(dirs), overwrite, files=[*files, *also])
     if peer_table is not None:
         (out / PEER_TABLE).write_text(peer_table, encoding="utf-8")
     masf_table = write_masf(masf_curves, out) if masf_curves else None

@@ -13,9 +13,9 @@ with bf16 (PyTorch autocast; fp32 weights and optimizer state). Per pair it repo
     and bf16's training throughput as a ratio against fp32's, measured in the same run.
 Goal: every metric within 0.5 points of fp32, and at least 2× fp32's training throughput on a CPU with AMX.
 Finished trainings under OUT are reused (the same settings only), so a run interrupted, or one dataset per
-invocation, adds up; the table and OUT/train-precision.json cover every pair found in OUT. A CPU without
-native bf16 is refused (bf16 would be emulated there). --quick: tiny-roberta on a few examples, to check
-that it runs; its figures mean nothing.
+invocation, adds up; the table and OUT/train-precision.json (or --json PATH) cover every pair found in OUT.
+A CPU without native bf16 is refused (bf16 would be emulated there). --quick: tiny-roberta on a few
+examples, to check that it runs; its figures mean nothing.
 """
 
 from __future__ import annotations
@@ -197,7 +197,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     pairs = finished_pairs(root, args.strategy)
     report(pairs)
-    write_record(root / "train-precision.json", {"pairs": pairs, "summaries": [summary(p) for p in pairs]})
+    record = {"pairs": pairs, "summaries": [summary(p) for p in pairs]}
+    write_record(args.json or root / "train-precision.json", record)
     return 0
 
 

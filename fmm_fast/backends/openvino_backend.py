@@ -8,6 +8,7 @@ models: the graph cut down to `logits` for scoring passes, the whole graph (with
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +44,16 @@ class OpenVinoBackend:
     for OnnxBackend; precision (and `name`) is what the plugin reports it runs, fp32 or bf16.
     """
 
-    def __init__(self, path: str | Path, precision: str = "bf16", threads: int | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        precision: str = "bf16",
+        threads: int | None = None,
+        properties: Mapping[str, Any] | None = None,
+    ) -> None:
         """threads: inference threads, default core.threads.compute_threads() (one stream: batches run
-        one by one). precision: fp32 or bf16 (a key of HINTS)."""
+        one by one). precision: fp32 or bf16 (a key of HINTS). properties: CPU plugin properties over the
+        defaults (bench/ sets PERF_COUNT for a per-operation profile)."""
         openvino = import_openvino()
         self.path = Path(path)
         info, tokenizer, self.verification, outputs = _read_metadata(self.path)
@@ -59,6 +67,7 @@ class OpenVinoBackend:
             "INFERENCE_NUM_THREADS": threads or compute_threads(),
             "NUM_STREAMS": 1,
             "PERFORMANCE_HINT": "LATENCY",
+            **(properties or {}),
         }
         try:
             self._model = self._core.read_model(str(self.path))
@@ -67,9 +76,10 @@ class OpenVinoBackend:
                 f"OpenVINO cannot read '{self.path}': {str(error).splitlines()[0]}; re-export it with "
                 "`fmm-fast export`"
             ) from error
-        self._compiled = {True: self._compile(logits_only=True)}
+        self._requests = {True: self._compile(logits_only=True).create_infer_request()}
         # what the plugin runs: it may keep f32 where the CPU lacks bf16
-        reported = self._compiled[True].get_property("INFERENCE_PRECISION_HINT").get_type_name()
+        compiled = self._requests[True].get_compiled_model()
+        reported = compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()
         self.precision = next((name for name, hint in HINTS.items() if hint == reported), reported)
         self.name = f"openvino:CPU {self.precision}"
 
@@ -87,10 +97,15 @@ class OpenVinoBackend:
         """input_ids, attention_mask (B, T) int64, right-padded -> logits (B, C), signals (B, L+1, D)."""
         feeds = model_feeds(self.path, self.has_signals, with_signals, input_ids, attention_mask)
         logits_only = not with_signals
-        if logits_only not in self._compiled:
-            self._compiled[logits_only] = self._compile(logits_only)
-        compiled = self._compiled[logits_only]
-        outputs = compiled(feeds)
-        logits = np.array(outputs[compiled.output("logits")], dtype=np.float32)
-        signals = None if logits_only else np.array(outputs[compiled.output("signals")], dtype=np.float32)
+        if logits_only not in self._requests:
+            self._requests[logits_only] = self._compile(logits_only).create_infer_request()
+        request = self._requests[logits_only]
+        request.infer(feeds)
+        logits = np.array(request.get_tensor("logits").data, dtype=np.float32)
+        signals = None if logits_only else np.array(request.get_tensor("signals").data, dtype=np.float32)
         return ForwardOutput(logits=logits, signals=signals)
+
+    def profiling_info(self) -> list[Any]:
+        """The plugin's per-operation timings (openvino ProfilingInfo) of the last logits-only forward;
+        empty (or all zero) unless opened with properties={"PERF_COUNT": True}."""
+        return list(self._requests[True].get_profiling_info())

@@ -1,9 +1,15 @@
 """Recursive ROAR on a tiny model: the masking rule of every step, resume after a kill, reuse of identical
-datasets' models, ranking once (non-recursive) and the CLI's user errors."""
+datasets' models, ranking once (non-recursive), chains on Ray workers (one killed mid-chain, one killed
+beyond its retries) and the CLI's user errors."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -180,12 +186,17 @@ def test_rand_draws_are_seeded_per_example_and_step(recursive_run) -> None:
     assert not any(np.array_equal(a, b) for a, b in zip(same, other_seed, strict=True))
 
 
+def roar_flags(root: Path) -> list[str]:
+    """`fmm-fast roar`'s options for a tiny run of loo-abs (and rand) in 2 steps on keyword data in `root`."""
+    data = ["--dataset", str(keyword_csv(root / "keywords.csv", 120)), "--text-field", "text",
+            "--label-field", "label"]  # fmt: skip
+    return [*data, "--measure", "loo-abs", "--steps", "2", "--epochs", "4", "--lr", "5e-3", "--batch-size",
+            "8", "--layers", "1", "--width", "32", "--device", "cpu", "--quiet", "--no-erasure"]  # fmt: skip
+
+
 def test_a_killed_run_resumes_to_the_uninterrupted_result(tmp_path) -> None:
     env = environment(tmp_path)
-    data = ["--dataset", str(keyword_csv(tmp_path / "keywords.csv", 120)), "--text-field", "text",
-            "--label-field", "label"]  # fmt: skip
-    flags = [*data, "--measure", "loo-abs", "--steps", "2", "--epochs", "4", "--lr", "5e-3", "--batch-size",
-             "8", "--layers", "1", "--width", "32", "--device", "cpu", "--quiet", "--no-erasure"]  # fmt: skip
+    flags = roar_flags(tmp_path)
     run(fmm("roar", *flags, "--out", str(tmp_path / "reference")), env)
     out = tmp_path / "killed"
     argv = fmm("roar", *flags, "--out", str(out))
@@ -203,20 +214,17 @@ def test_a_killed_run_resumes_to_the_uninterrupted_result(tmp_path) -> None:
         assert steps[1] == steps[0]
 
 
-def test_chains_on_two_ray_workers_equal_the_one_process_run(recursive_run, tmp_path) -> None:
-    pytest.importorskip("ray")
-    from fmm_fast.distributed.roar_chains import ray_chain_runner
-    from fmm_fast.distributed.runtime import ScaleOptions
-
-    settings, reference, expected = recursive_run
-    out = tmp_path / "ray"
-    for shared in (".fmm-fast-run.json", "seed-0/step-000", "seed-0/step-100"):  # the driver's part: as is
+def copy_driver_part(reference: Path, out: Path) -> None:
+    """The run marker and the steps the driver trains (ratios 0 and 1) of the finished run `reference`,
+    into `out`."""
+    for shared in (".fmm-fast-run.json", "seed-0/step-000", "seed-0/step-100"):
         copy = shutil.copytree if (reference / shared).is_dir() else shutil.copy
         (out / shared).parent.mkdir(parents=True, exist_ok=True)
         copy(reference / shared, out / shared)
-    result = RoarRun(settings, out, progress=False).run(
-        chain_runner=ray_chain_runner(ScaleOptions(workers=2))
-    )
+
+
+def assert_same_chains(reference: Path, out: Path, expected: dict, result: dict) -> None:
+    """`out`'s result and every chain step's record are those of the one-process run `reference`."""
     assert stable(result) == stable(expected)  # curves, ACU/RACU, trainings and backward passes
     for name in ("rand", "grad-l2", "loo-abs"):
         for step in ("step-033", "step-067", "step-100"):
@@ -224,11 +232,100 @@ def test_chains_on_two_ray_workers_equal_the_one_process_run(recursive_run, tmp_
                 stable(read_record(d / "seed-0" / name / step / "record.json")) for d in (reference, out)
             ]
             assert records[1] == records[0]  # the same masked datasets, models and test metrics
+
+
+def holders(path: Path) -> set[int]:
+    """The ids of the processes that hold `path` open (Linux's /proc)."""
+    target, found = str(path.resolve()), set()
+    for descriptors in Path("/proc").glob("[0-9]*/fd"):
+        try:
+            if any(os.readlink(fd) == target for fd in descriptors.iterdir()):
+                found.add(int(descriptors.parent.name))
+        except OSError:  # the process ended, or is not ours to read
+            continue
+    return found
+
+
+@contextmanager
+def killing_workers(log: Path, times: int, ready: Callable[[], bool] = lambda: True) -> Iterator[list[int]]:
+    """For the block, SIGKILL each process that runs the chain writing `log` (a Ray task holds its chain's
+    log open) once `ready()`, up to `times` of them; yields the ids killed so far."""
+    killed: list[int] = []
+    stop = threading.Event()
+
+    def watch() -> None:
+        while len(killed) < times and not stop.wait(0.02):
+            if ready():
+                for pid in holders(log) - set(killed):
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        yield killed
+    finally:
+        stop.set()
+        watcher.join()
+
+
+def test_chains_on_two_ray_workers_equal_the_one_process_run(recursive_run, tmp_path) -> None:
+    pytest.importorskip("ray")
+    from fmm_fast.distributed.roar_chains import ray_chain_runner
+    from fmm_fast.distributed.runtime import ScaleOptions
+
+    settings, reference, expected = recursive_run
+    out = tmp_path / "ray"
+    copy_driver_part(reference, out)
+    result = RoarRun(settings, out, progress=False).run(
+        chain_runner=ray_chain_runner(ScaleOptions(workers=2))
+    )
+    assert_same_chains(reference, out, expected, result)
     assert sorted(p.name for p in (out / "logs").iterdir()) == [
         "seed-0-grad-l2.log",
         "seed-0-loo-abs.log",
         "seed-0-rand.log",
     ]
+
+
+def test_a_worker_killed_mid_chain_is_retried_to_the_uninterrupted_result(recursive_run, tmp_path) -> None:
+    """SIGKILL the Ray worker running loo-abs's chain while it trains its first step: Ray reruns the chain
+    (max_retries), which resumes, and the run ends as the one-process run did."""
+    pytest.importorskip("ray")
+    from fmm_fast.distributed.roar_chains import ray_chain_runner
+    from fmm_fast.distributed.runtime import ScaleOptions
+
+    settings, reference, expected = recursive_run
+    out = tmp_path / "ray"
+    copy_driver_part(reference, out)
+    training = out / "seed-0" / "loo-abs" / "step-033" / "dataset.npz"  # written before its model trains
+    with killing_workers(out / "logs" / "seed-0-loo-abs.log", 1, training.is_file) as killed:
+        result = RoarRun(settings, out, progress=False).run(
+            chain_runner=ray_chain_runner(ScaleOptions(workers=2))
+        )
+    assert len(killed) == 1  # the kill happened: the run finished through the retry
+    assert_same_chains(reference, out, expected, result)
+
+
+def test_a_chain_killed_beyond_its_retries_is_named_and_the_others_are_kept(tmp_path, capfd) -> None:
+    """Every attempt of loo-abs's chain killed: exit 1 naming that chain; rand's finished chain is kept, and
+    a rerun resumes without redoing it."""
+    pytest.importorskip("ray")
+    from fmm_fast.distributed.roar_chains import CHAIN_RETRIES
+
+    out = tmp_path / "out"
+    argv = ["roar", *roar_flags(tmp_path), "--workers", "2", "--out", str(out)]
+    with killing_workers(out / "logs" / "seed-0-loo-abs.log", CHAIN_RETRIES + 1) as killed:
+        code = main(argv)
+    err = capfd.readouterr().err
+    assert code == 1 and len(killed) == CHAIN_RETRIES + 1, err
+    assert "1 of 2 chains failed: seed 0 loo-abs: its Ray worker failed" in err, err
+    kept = out / "seed-0" / "rand" / "step-050" / "record.json"
+    assert kept.is_file() and not (out / "seed-0" / "loo-abs" / "step-050" / "record.json").exists()
+    written = kept.stat().st_mtime_ns
+    assert main(argv) == 0, capfd.readouterr().err
+    assert kept.stat().st_mtime_ns == written  # rand's chain was not rerun
+    assert set(read_record(out / "result.json")["seeds"]["0"]["curves"]) == {"rand", "loo-abs"}
 
 
 @pytest.mark.parametrize(

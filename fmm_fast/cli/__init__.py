@@ -54,7 +54,7 @@ def _one_line(message: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     _register()
     try:
-        app(args=argv, standalone_mode=False)
+        code = app(args=argv, standalone_mode=False)  # without standalone mode, typer.Exit(n) returns n
     except UserError as error:
         print(f"fmm-fast: error: {_one_line(str(error))}", file=sys.stderr)
         return 2
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(error, usage_errors[1]):
             return 1
         raise
-    return 0
+    return code if isinstance(code, int) else 0  # a command's own return value is not an exit code
 
 
 if __name__ == "__main__":

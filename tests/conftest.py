@@ -10,6 +10,22 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 @pytest.fixture
+def fake_hub(monkeypatch):
+    """Replace datasets.load_dataset by in-memory tables ({official split: {column: values}}, filled by
+    the test); records the calls. No network: the hub's own loader never runs."""
+    datasets = pytest.importorskip("datasets")
+    tables: dict[str, dict[str, list]] = {}
+    calls = []
+
+    def load(path, name=None, split=None):
+        calls.append((path, name, split))
+        return [datasets.Dataset.from_dict(tables[s]) for s in split]
+
+    monkeypatch.setattr(datasets, "load_dataset", load)
+    return tables, calls
+
+
+@pytest.fixture
 def one_torch_thread():
     """Tiny models on a small shared machine: one intra-op thread is fastest."""
     import torch

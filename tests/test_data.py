@@ -8,7 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import datasets
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv
@@ -146,20 +145,6 @@ def test_hub_offline_error_is_a_user_error(tmp_path):
         "USER ERROR: dataset sst2 needs network access to the Hugging Face hub; use a local file "
         "(--text-field/--label-field) or an offline dataset: babi-1, babi-2, babi-3, movie-snippets"
     ) in result.stdout
-
-
-@pytest.fixture
-def fake_hub(monkeypatch):
-    """Replace datasets.load_dataset by in-memory tables; records the calls."""
-    tables: dict[str, dict[str, list]] = {}
-    calls = []
-
-    def load(path, name=None, split=None):
-        calls.append((path, name, split))
-        return [datasets.Dataset.from_dict(tables[s]) for s in split]
-
-    monkeypatch.setattr(datasets, "load_dataset", load)
-    return tables, calls
 
 
 def test_hub_split_80_20_and_segments(fake_hub):

@@ -198,6 +198,29 @@ def test_resume_refuses_a_re_exported_model_at_the_same_path(tiny_babi, tmp_path
     assert "differs in model (\"sha256:" in capsys.readouterr().err
 
 
+def test_resume_refuses_a_hub_split_changed_between_runs(tiny_babi, fake_hub, tmp_path, capsys):
+    """A hub dataset is fingerprinted by the splits it loads: the same copy resumes, a changed one (here one
+    edited sentence in the hub's test split) does not."""
+    _, onnx_path, _ = tiny_babi
+    tables, calls = fake_hub
+    places, labels = ("garden", "kitchen") * 10, [0, 1] * 10
+    story = "{} went to the {}. Where is {}?"
+    tables["train"] = {"sentence": [story.format("Mary", p, "Mary") for p in places], "label": labels}
+    tables["validation"] = {"sentence": [story.format("John", p, "John") for p in places], "label": labels}
+    argv = ["evaluate", "--model", str(onnx_path), "--dataset", "sst2", "--label-map",
+            "negative=garden,positive=kitchen", "--limit", "3", "--quiet",
+            "--out", str(tmp_path / "e")]  # fmt: skip
+    assert main(argv) == 0 and main(argv) == 0, capsys.readouterr().err  # the same copy: resumed
+    assert calls[0] == ("nyu-mll/glue", "sst2", ["train", "validation"])
+    marker = json.loads((tmp_path / "e" / RUN_MARKER).read_text())
+    assert marker["fields"]["data"]["content"]["sst2"].startswith("sha256:")
+    tables["validation"]["sentence"][1] = "John went to the garden. Where is John?"
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "differs in data.content.sst2" in err, err
+
+
 def test_train_warns_when_the_selected_model_predicts_one_class():
     from fmm_fast.training.train import one_class_warning
 

@@ -1,5 +1,5 @@
 """The content digest of every input a run reads (a model file or checkpoint directory, a data file, saved
-masked sets), for run fingerprints and for the caches derived from a model.
+masked sets, a hub dataset's loaded splits), for run fingerprints and for the caches derived from a model.
 
 Re-exporting another model to the same path, or editing a data file, must not resume the old run, so
 fingerprints hold the input's sha256, not its path. Hashing a large file takes a while, so digests are
@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from fmm_fast.core.errors import UserError
@@ -46,6 +47,14 @@ def _write_cache(path: Path, cache: dict[str, list]) -> None:
         pass
 
 
+def stream_sha256(chunks: Iterable[bytes]) -> str:
+    """sha256 of the bytes `chunks` give, in order (a file's blocks, a dataset's encoded rows)."""
+    digest = hashlib.sha256()
+    for chunk in chunks:
+        digest.update(chunk)
+    return digest.hexdigest()
+
+
 def file_sha256(path: Path, cache: dict[str, list]) -> str:
     """sha256 of one file, from `cache` ({resolved path: [size, mtime_ns, inode, ctime_ns, sha256]}) when
     all four still match; a fresh digest is stored there."""
@@ -55,12 +64,10 @@ def file_sha256(path: Path, cache: dict[str, list]) -> str:
     cached = cache.get(key)
     if isinstance(cached, list) and len(cached) == 5 and cached[:4] == identity:
         return str(cached[4])
-    digest = hashlib.sha256()
     with path.open("rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    cache[key] = [*identity, digest.hexdigest()]
-    return digest.hexdigest()
+        digest = stream_sha256(iter(lambda: handle.read(_CHUNK), b""))
+    cache[key] = [*identity, digest]
+    return digest
 
 
 def content_sha256(path: str | Path) -> str:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
+from fmm_fast.core.digest import stream_sha256
 from fmm_fast.core.errors import UserError
 
 SPLIT_NAMES = ("train", "validation", "test")
@@ -89,6 +92,22 @@ class DatasetSpec:
     # Reorder the official train split with a fixed permutation before the 80/20 cut, for hub copies
     # sorted by label (the paper's tfds copies are shuffled, so its first 80% holds every class).
     shuffle_official_train: bool = False
+
+
+def splits_content_id(splits: dict[str, TextSplit]) -> str:
+    """ "sha256:<hex>" of the splits' content: each split's name, then one JSON line per example (its
+    texts and label), splits in name order, so that any edited text or label, or a moved example, changes
+    it."""
+
+    def lines() -> Iterator[bytes]:
+        for name in sorted(splits):
+            split = splits[name]
+            yield json.dumps(name).encode() + b"\n"
+            second = split.second if split.second is not None else [None] * len(split)
+            for first, pair, label in zip(split.first, second, split.labels.tolist(), strict=True):
+                yield json.dumps([first, pair, label]).encode() + b"\n"
+
+    return f"sha256:{stream_sha256(lines())}"
 
 
 def check_sizes(size: int | None, test_size: int | None) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, replace
+from functools import cached_property
 from pathlib import Path
 
 from fmm_fast.backends.loading import LoadedModel
@@ -11,10 +12,10 @@ from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.core.digest import content_id
 from fmm_fast.core.errors import UserError
 from fmm_fast.data import load_dataset
-from fmm_fast.data.base import TextDataset
+from fmm_fast.data.base import TextDataset, splits_content_id
 from fmm_fast.data.labels import model_label_indices
 from fmm_fast.data.local import is_local_file_name
-from fmm_fast.data.registry import check_data_sizes
+from fmm_fast.data.registry import check_data_sizes, is_hub_dataset
 from fmm_fast.data.tokenization import encode_split
 
 
@@ -48,12 +49,22 @@ class DataOptions:
         check_data_sizes(self.dataset, self.size, self.test_size)  # before any work
 
     def fingerprint_fields(self) -> dict:
-        """Every option, and for a local data file its content ("content": {path: "sha256:..."}), so that
-        a file edited between runs does not resume the run of its old rows."""
+        """Every option, and for a local data file or a hub dataset its content ("content": {path or
+        name: "sha256:..."}), so that a file edited between runs, or a hub dataset whose cached copy
+        changed, does not resume the run of its old rows."""
         fields = json.loads(json.dumps(asdict(self)))  # tuples → lists, as a marker gives them back
         if is_local_file_name(self.dataset) and Path(self.dataset).is_file():
             fields["content"] = {self.dataset: content_id(self.dataset)}
+        elif is_hub_dataset(self.dataset):
+            fields["content"] = {self.dataset: self.hub_content}
         return fields
+
+    @cached_property
+    def hub_content(self) -> str:
+        """A hub dataset's content id: the digest of the splits it loads (texts, pairs, labels, after
+        --size/--test-size), computed once per options object since the hub's cache has no cheap
+        per-file digest to check instead."""
+        return splits_content_id(self.load().splits)
 
     def load(self) -> TextDataset:
         return load_dataset(

@@ -97,6 +97,12 @@ def dataset_names() -> list[str]:
     return list(DATASETS)
 
 
+def is_hub_dataset(name: str) -> bool:
+    """Whether registry dataset `name` is read from the Hugging Face hub (its cache)."""
+    spec = DATASETS.get(name)
+    return spec is not None and spec.hub_path is not None and name not in _OFFLINE
+
+
 def load_dataset(
     name: str,
     *,

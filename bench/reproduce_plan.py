@@ -128,6 +128,21 @@ SCALES = {
             ),
         ),
     ),
+    # bAbI at the paper's data size (10,000 generated questions: 8,000 train, 2,000 validation), where
+    # MiniLM learns the task: masked fine-tuning at lr 1e-4 reached 98.1% unmasked validation accuracy on
+    # bAbI-1 after one epoch and 100% after two (seed 0, one core, fp32, 6.3 min per epoch). Curves on 100
+    # test questions and beam on 20; bAbI-2's passages are about twice as long.
+    "medium": Scale(
+        "medium",
+        seeds=(0, 1, 2),
+        datasets=tuple(
+            DatasetPlan(
+                babi, MINILM, epochs=2, lr=1e-4, size=10_000, test_size=1_000,
+                eval_limit=100, beam_limit=20, masf_limit=300,
+            )
+            for babi in ("babi-1", "babi-2")
+        ),
+    ),
     # The paper's data sizes and epochs (method.md §2; movie-snippets takes the registry's 10), its learning
     # rate for the pretrained model, the whole test split everywhere.
     "paper": Scale(

@@ -131,7 +131,7 @@ SCALES = {
     # bAbI at the paper's data size (10,000 generated questions: 8,000 train, 2,000 validation), where
     # MiniLM learns bAbI-1: masked fine-tuning at lr 1e-4 reached 98.1% unmasked validation accuracy after one
     # epoch and 100% after two (seed 0, one core, fp32, 6.3 min per epoch). bAbI-2 did not converge in 6
-    # epochs (bf16, 5.8 min per epoch: validation 50.5% after one, 61.7% after four, 71.0% after six, still
+    # epochs (bf16, 5.9 min per epoch: validation 50.5% after one, 61.7% after four, 71.0% after six, still
     # rising), so it takes the paper's 20 epochs here: a job for a GPU, not yet run. Curves on 100 test
     # questions, beam on 20, MaSF on 300 calibrated on the whole validation split (2,000).
     "medium": Scale(

@@ -130,52 +130,92 @@ CASES = [
     ("label names differ", LOCAL + " {ab_csv}", "--label-map"),
     ("label map of an unknown label", LOCAL + " {ab_csv} --label-map c=garden", "--label-map"),
     ("malformed label map", EVALUATE + " --label-map a:garden", "--label-map"),
-    ("unknown metric", "train --dataset {ab_csv} --text-field text --label-field label --metric f2 "
-     "--out {new}", "--metric"),
+    (
+        "unknown metric",
+        "train --dataset {ab_csv} --text-field text --label-field label --metric f2 --out {new}",
+        "--metric",
+    ),
     ("metric for a registry dataset", "train {babi} --metric macro-f1 --out {new}", "--metric"),
     ("export to a non-.onnx path", "export --model {ckpt} --out {new}.bin", ".onnx"),
     ("export over an existing file", "export --model {ckpt} --out {onnx}", "--overwrite"),
-    ("explain over an existing file", "explain --model {onnx} -m loo-abs {babi} --out {explained}",
-     "--overwrite"),
-    ("masf with too few calibration examples",
-     "masf --model {onnx} --dataset babi-1 --size 20 --test-size 5 --out {new}", "calibration"),
-    ("masf split components -1",
-     "masf --model {onnx} {babi} --calibration split --split-components -1 --out {new}",
-     "--split-components"),
-    ("masf split components beyond the width",
-     "masf --model {onnx} {babi} --calibration split --split-components 4096 --out {new}", "hidden size"),
-    ("masf --measure without --evaluation", "masf --model {onnx} {babi} --measure loo-abs --out {new}",
-     "--evaluation"),
+    (
+        "explain over an existing file",
+        "explain --model {onnx} -m loo-abs {babi} --out {explained}",
+        "--overwrite",
+    ),
+    (
+        "masf with too few calibration examples",
+        "masf --model {onnx} --dataset babi-1 --size 20 --test-size 5 --out {new}",
+        "calibration",
+    ),
+    (
+        "masf split components -1",
+        "masf --model {onnx} {babi} --calibration split --split-components -1 --out {new}",
+        "--split-components",
+    ),
+    (
+        "masf split components beyond the width",
+        "masf --model {onnx} {babi} --calibration split --split-components 4096 --out {new}",
+        "hidden size",
+    ),
+    (
+        "masf --measure without --evaluation",
+        "masf --model {onnx} {babi} --measure loo-abs --out {new}",
+        "--evaluation",
+    ),
     ("report on an empty directory", "report {empty_dir} --out {new}", "result.json"),
     ("report on a missing directory", "report {missing} --out {new}", "missing"),
     ("evaluate into a training run", EVALUATE + " --out {train}", "another run"),
     ("train into an evaluation", "train {babi} --out {eval}", "another run, of `fmm-fast evaluate`"),
     ("masf into an evaluation", "masf --model {onnx} {babi} --out {eval}", "of `fmm-fast evaluate`"),
-    ("evaluate into an evaluation with another --limit", EVALUATE + " --limit 4 --out {eval}",
-     "limit (3 → 4)"),
-    ("evaluate into an evaluation of another model", EVALUATE + " --model {ckpt} --out {eval}",
-     "differs in model ("),
+    (
+        "evaluate into an evaluation with another --limit",
+        EVALUATE + " --limit 4 --out {eval}",
+        "limit (3 → 4)",
+    ),
+    (
+        "evaluate into an evaluation of another model",
+        EVALUATE + " --model {ckpt} --out {eval}",
+        "differs in model (",
+    ),
     ("unknown option", "masf --model {onnx} --quite --out {new}", "--quite"),
     ("repeated --model", EVALUATE + " --model {ckpt}", "--model was given more than once"),
-    ("repeated --out", "explain --model {onnx} -m loo-abs --out {new}.jsonl --out {explained}",
-     "--out was given more than once"),
+    (
+        "repeated --out",
+        "explain --model {onnx} -m loo-abs --out {new}.jsonl --out {explained}",
+        "--out was given more than once",
+    ),
     ("repeated flag", "train {babi} --quiet --quiet --out {new}", "--quiet was given more than once"),
-    ("repeated --metric", LOCAL + " {ab_csv} --metric macro-f1 --metric accuracy",
-     "--metric was given more than once"),
+    (
+        "repeated --metric",
+        LOCAL + " {ab_csv} --metric macro-f1 --metric accuracy",
+        "--metric was given more than once",
+    ),
     ("CSV naming a column twice", LOCAL + " {twice}", "'text' twice"),
-    ("report of a result whose non-finite map names no field", "report {pointer} --out {new}",
-     "'/measures/nope': no such field"),
+    (
+        "report of a result whose non-finite map names no field",
+        "report {pointer} --out {new}",
+        "'/measures/nope': no such field",
+    ),
     ("a run marker of the wrong shape", EVALUATE + " --out {marker}", "fields must be a JSON object"),
     ("a checkpoint with damaged metadata", EVALUATE + " --model {checkpoint}", "info.label_names must be"),
-    ("explanation scores beyond float range",
-     "aopc --model {onnx} {babi} --limit 3 --quiet --out {new} --measure rand --explanations {huge}",
-     "is inf"),
+    (
+        "explanation scores beyond float range",
+        "aopc --model {onnx} {babi} --limit 3 --quiet --out {new} --measure rand --explanations {huge}",
+        "is inf",
+    ),
     ("report --out under a regular file", "report {eval} --out {explained}/report", "explained.jsonl"),
     ("a generated test split of 10**12", EVALUATE + " --test-size 1000000000000", "generates at most"),
-    ("a generated train split of 10**12", "train --dataset babi-1 --size 1000000000000 --out {new}",
-     "generates at most"),
-    ("explain --overwrite over a user's file", "explain --model {onnx} -m rand {babi} --out {explained} "
-     "--overwrite", "is not an explanations file fmm-fast wrote"),
+    (
+        "a generated train split of 10**12",
+        "train --dataset babi-1 --size 1000000000000 --out {new}",
+        "generates at most",
+    ),
+    (
+        "explain --overwrite over a user's file",
+        "explain --model {onnx} -m rand {babi} --out {explained} --overwrite",
+        "is not an explanations file fmm-fast wrote",
+    ),
 ]
 
 
@@ -252,7 +292,6 @@ def test_a_damaged_run_marker_is_named(workspace, tiny_babi, tmp_path, capfd):
     _assert_one_line_and_nothing_changed(argv, [tmp_path], capfd, str(out / "seed-0" / RUN_MARKER))
 
 
-
 def test_damaged_state_files_are_recomputed_with_a_warning(workspace, tmp_path, capfd):
     """State of the wrong shape, or not of this run's examples: a warning each, then the same result."""
     _, paths = workspace
@@ -268,5 +307,7 @@ def test_damaged_state_files_are_recomputed_with_a_warning(workspace, tmp_path, 
     err = capfd.readouterr().err
     for name in ("shared", "rand", "loo-abs"):
         assert f"{state / name}.json is damaged" in err and "recomputing it" in err
-    before, after = (json.loads((d / "seed-0" / "result.json").read_text()) for d in (Path(paths["eval"]), out))  # noqa: E501
+    before, after = (
+        json.loads((d / "seed-0" / "result.json").read_text()) for d in (Path(paths["eval"]), out)
+    )
     assert after["curves"] == before["curves"] and after["measures"].keys() == before["measures"].keys()

@@ -195,7 +195,7 @@ def test_resume_refuses_a_re_exported_model_at_the_same_path(tiny_babi, tmp_path
     onnx.save(proto, str(model))
     capsys.readouterr()
     assert main(argv) == 2
-    assert "differs in model (\"sha256:" in capsys.readouterr().err
+    assert 'differs in model ("sha256:' in capsys.readouterr().err
 
 
 def test_resume_refuses_a_hub_split_changed_between_runs(tiny_babi, fake_hub, tmp_path, capsys):

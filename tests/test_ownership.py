@@ -86,7 +86,9 @@ def test_every_output_writing_command_is_in_the_table():
     assert {name for name, *_ in COMMANDS} == set(COMMAND_MODULES) | scripts
 
 
-@pytest.mark.parametrize(("command", "line", "alike", "has_overwrite"), COMMANDS, ids=[c[0] for c in COMMANDS])  # noqa: E501
+@pytest.mark.parametrize(
+    ("command", "line", "alike", "has_overwrite"), COMMANDS, ids=[c[0] for c in COMMANDS]
+)
 @pytest.mark.parametrize("overwrite", [False, True], ids=["plain", "overwrite"])
 def test_no_command_touches_what_fmm_fast_did_not_write(
     done, tmp_path, capfd, script, command, line, alike, has_overwrite, overwrite

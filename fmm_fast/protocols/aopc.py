@@ -19,7 +19,6 @@ from pathlib import Path
 
 import numpy as np
 
-from fmm_fast import __version__
 from fmm_fast.backends.engine import MaskBatchEngine
 from fmm_fast.backends.loading import LoadedModel, gradient_backend
 from fmm_fast.core.datatypes import EncodedSplit
@@ -27,7 +26,7 @@ from fmm_fast.core.errors import UserError
 from fmm_fast.core.metrics import compute_metrics, majority_metric
 from fmm_fast.core.outputs import claim_directory, finish_run
 from fmm_fast.core.reading import read_state
-from fmm_fast.core.records import versions, write_record
+from fmm_fast.core.records import split_run_header, versions, write_record
 from fmm_fast.core.settings import AopcSettings
 from fmm_fast.data.base import TextDataset
 from fmm_fast.measures.external import ExternalExplanation
@@ -152,17 +151,9 @@ def run_peer_evaluation(
     summary = _summary(per_measure, split.labels, num_labels, dataset.metric)
     _write_examples(run_dir / PEER_FILE, per_measure)
     record = {
-        "kind": RECORD_KIND,
+        **split_run_header(RECORD_KIND, settings, loaded, dataset, split),
         "protocol": "aopc",
-        "fmm_fast_version": __version__,
-        "arguments": settings.to_dict(),
-        "model": loaded.describe(settings.model),
-        "dataset": dataset.name,
-        "dataset_file": dataset.file,
-        "split": settings.data.split,
-        "seed": settings.seed,
         "n_examples": len(split),
-        "truncation": split.truncation(),
         **summary,
         "per_example_file": PEER_FILE,
         "durations": {"total_seconds": time.perf_counter() - started},

@@ -1,8 +1,10 @@
-"""The fidelity estimate of a reduced-precision evaluation: the sample, the comparison, record and table."""
+"""The fidelity estimate of a reduced-precision evaluate, explain or aopc run: the sample, the comparison,
+record and table."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,12 +13,15 @@ from fmm_fast.backends.loading import load_model
 from fmm_fast.backends.options import BackendOptions
 from fmm_fast.cli import main
 from fmm_fast.data.options import DataOptions, open_split
+from fmm_fast.measures.external import ExternalExplanation
 from fmm_fast.measures.spec import resolve_measures
+from fmm_fast.protocols.aopc import SUMMARIES
 from fmm_fast.protocols.fidelity import (
     FidelitySample,
     SampleErasure,
     compare,
     fidelity_estimate,
+    peer_fidelity,
     precision_run,
     ranking_fidelity,
     sample_indices,
@@ -76,6 +81,20 @@ def test_a_reduced_precision_that_erases_otherwise_shows_its_shift() -> None:
     assert result["measures"]["rand"]["delta_racu"] == 0.0
 
 
+def test_per_example_figures_compare_over_the_examples_both_define() -> None:
+    run = erasure({"rand": RAND, "m": FAST}, {"rand": list(range(8)), "m": list(range(8))})
+    fp32_values = np.asarray([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, np.nan])
+    reduced_values = fp32_values + 0.05
+    reduced_values[0] = np.nan  # undefined in one precision: left out of both means
+    fp32 = SampleErasure(run.unmasked, run.predictions, run.erased, {"m": {"tau_loo": fp32_values}})
+    reduced = SampleErasure(run.unmasked, run.predictions, run.erased, {"m": {"tau_loo": reduced_values}})
+    m = compare(reduced, fp32, LABELS, ACCURACY, seed=0)["measures"]["m"]
+    assert m["tau_loo_fp32"] == pytest.approx(np.mean(fp32_values[1:7]))
+    assert m["delta_tau_loo"] == pytest.approx(0.05) and m["delta_acu"] == 0.0
+    assert m["delta_tau_loo_ci"] == pytest.approx([0.05, 0.05])  # every resample shifts by the same
+    assert "delta_tau_loo" not in compare(reduced, fp32, LABELS, ACCURACY, seed=0)["measures"]["rand"]
+
+
 @pytest.fixture
 def fp32_twice(tiny_babi):
     """Ten test examples and both sides of an estimate on the same fp32 model: what compares exactly."""
@@ -106,6 +125,24 @@ def test_a_ranking_estimate_of_fp32_against_itself_is_exact(fp32_twice) -> None:
         "loo-abs": [1.0] * 9,
         "grad-l2": [1.0] * 9,
     }
+
+
+def test_a_peer_metrics_estimate_of_fp32_against_itself_is_exact(fp32_twice) -> None:
+    encoded, sides = fp32_twice
+    specs = resolve_measures(["loo-abs", "grad-l2"])
+    scores = [np.arange(len(e), dtype=np.float64) for e in encoded.explained]  # later tokens first
+    outside = ExternalExplanation("outside", Path("outside.jsonl"), scores, False)
+    sample = FidelitySample.draw(encoded, 5, 0)
+    estimate = peer_fidelity(specs, [outside], 0, sample, sides, "accuracy", 8)
+    assert estimate["n_examples"] == 5 and estimate["prediction_agreement"] == 1.0
+    assert estimate["masks"] == "ranking" and estimate["sample"] == sample.ids.tolist()
+    assert list(estimate["measures"]) == ["rand", "loo-abs", "grad-l2", "outside"]
+    for entry in estimate["measures"].values():
+        assert entry["identical_masks"] == [1.0] * 9
+        for key in ("acu", *(key for key, _ in SUMMARIES)):
+            assert entry[f"delta_{key}"] == 0.0, key
+        assert entry["delta_racu"] == 0.0 or np.isnan(entry["racu_fp32"])  # nan over a flat rand curve
+        assert np.isfinite(entry["aopc_comprehensiveness_fp32"])
 
 
 def test_a_bf16_explanation_run_records_and_prints_its_estimate(tiny_babi, tmp_path, capsys) -> None:
@@ -156,3 +193,42 @@ def test_a_negative_sample_is_a_user_error(tiny_babi, tmp_path, capsys) -> None:
     checkpoint, _, data = tiny_babi
     code, _, err = run_evaluate(capsys, checkpoint, data, tmp_path / "run", "--fidelity-sample", "-1")
     assert code == 2 and "--fidelity-sample" in err and err.count("\n") == 1
+
+
+def run_aopc(capsys, checkpoint, data, out, *flags: str) -> tuple[int, str]:
+    argv = ["aopc", "--model", str(checkpoint), "--dataset", "babi-1", "--size", str(data["size"])]
+    argv += ["--test-size", str(data["test_size"]), "--limit", "6", "-m", "loo-abs", "--device", "cpu"]
+    code = main([*argv, *flags, "--quiet", "--out", str(out)])
+    return code, capsys.readouterr().out
+
+
+def test_a_bf16_peer_metrics_run_records_and_prints_its_seeded_estimate(tiny_babi, tmp_path, capsys) -> None:
+    checkpoint, _, data = tiny_babi
+    flags = ("--precision", "bf16", "--fidelity-sample", "4", "--seed", "3")
+    code, out = run_aopc(capsys, checkpoint, data, tmp_path / "bf16", *flags)
+    assert code == 0
+    record = json.loads((tmp_path / "bf16" / "seed-3" / "result.json").read_text())
+    estimate = record["fidelity"]
+    assert estimate["precision"] == "bf16" and estimate["n_examples"] == 4
+    assert estimate["sample"] == sample_indices(6, 4, seed=3).tolist()  # drawn by the run's seed
+    assert set(estimate["measures"]) == {"rand", "loo-abs"}
+    loo = estimate["measures"]["loo-abs"]
+    assert len(loo["identical_masks"]) == 9 and all(0 <= share <= 1 for share in loo["identical_masks"])
+    assert {"delta_racu", "delta_aopc_comprehensiveness", "delta_aopc_sufficiency", "delta_tau_loo"} <= set(
+        loo
+    )
+    assert estimate["seconds"] > 0 and record["arguments"]["fidelity_sample"] == 4
+    assert "fidelity of bf16 against fp32 on a sample of 4 examples" in out
+    assert "identical ranking masks" in out and "ΔAOPC comp" in out and "Δτ-LOO" in out
+    # a second run draws the same examples
+    code, _ = run_aopc(capsys, checkpoint, data, tmp_path / "again", *flags)
+    again = json.loads((tmp_path / "again" / "seed-3" / "result.json").read_text())["fidelity"]
+    assert code == 0 and again["sample"] == estimate["sample"]
+
+
+@pytest.mark.parametrize("flags", [[], ["--precision", "bf16", "--fidelity-sample", "0"]])
+def test_no_peer_metrics_estimate_in_fp32_or_when_turned_off(tiny_babi, tmp_path, capsys, flags) -> None:
+    checkpoint, _, data = tiny_babi
+    code, out = run_aopc(capsys, checkpoint, data, tmp_path / "run", *flags)
+    assert code == 0 and "fidelity of" not in out
+    assert "fidelity" not in json.loads((tmp_path / "run" / "seed-0" / "result.json").read_text())

@@ -58,7 +58,8 @@ FidelitySampleOption = Annotated[
         min=0,
         help="With a reduced --precision (bf16, fp16): run a seeded sample of N examples in fp32 too and "
         "report how far the reduced precision moved the run: prediction agreement, identical masks per "
-        "step (evaluate: with ΔACU/ΔRACU and 95% intervals), and the sample's cost. 0: no estimate.",
+        "step (evaluate: with ΔACU/ΔRACU; aopc: with ΔACU/ΔRACU, ΔAOPC and Δτ-LOO; each with its 95% "
+        "interval), and the sample's cost. 0: no estimate.",
     ),
 ]
 MeasureOptionsOption = Annotated[

@@ -209,9 +209,10 @@ class AopcSettings(ResolvedMeasures, ResumableSettings):
     """One seed of the peer metrics (docs/method.md §8) of `measures` and of explanation files on a model.
 
     Every explanation is computed (or read) once on the unmasked input. seed: of the `rand` baseline.
-    measure_options: as for EvaluationSettings. explanations: .jsonl files of explanations made elsewhere
-    (fmm_fast.measures.external). The fingerprint leaves out the measure list (a rerun may add measures,
-    as with evaluate), the engine and the device, and holds each explanations file's content digest.
+    measure_options, fidelity_sample: as for EvaluationSettings. explanations: .jsonl files of explanations
+    made elsewhere (fmm_fast.measures.external). The fingerprint leaves out the measure list (a rerun may
+    add measures, as with evaluate), the fidelity sample, the engine and the device, and holds each
+    explanations file's content digest.
     """
 
     model: str
@@ -222,15 +223,17 @@ class AopcSettings(ResolvedMeasures, ResumableSettings):
     explanations: tuple[str, ...] = ()
     engine: EngineOptions = field(default_factory=EngineOptions)
     backend: BackendOptions = field(default_factory=BackendOptions)
+    fidelity_sample: int = DEFAULT_FIDELITY_SAMPLE
 
     def __post_init__(self) -> None:
         self._resolve_measures()
         object.__setattr__(self, "explanations", tuple(self.explanations))
         _resolve_precision(self, [self.model])
+        _check_fidelity_sample(self.fidelity_sample)
 
     def fingerprint_fields(self) -> dict[str, Any]:
         fields = super().fingerprint_fields()
-        del fields["measures"]
+        del fields["measures"], fields["fidelity_sample"]
         fields["explanations"] = [_content(path) for path in self.explanations]
         return fields
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from fmm_fast.backends.engine import MaskBatchEngine
-from fmm_fast.backends.loading import LoadedModel, gradient_backend
+from fmm_fast.backends.loading import LoadedModel
 from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.metrics import compute_metrics, majority_metric
@@ -29,7 +29,9 @@ from fmm_fast.core.reading import read_state
 from fmm_fast.core.records import split_run_header, versions, write_record
 from fmm_fast.core.settings import AopcSettings
 from fmm_fast.data.base import TextDataset
+from fmm_fast.measures.base import Measure
 from fmm_fast.measures.external import ExternalExplanation
+from fmm_fast.measures.spec import MeasureSpec
 from fmm_fast.protocols.aopc_metrics import THRESHOLDS, PeerScores, peer_metrics
 from fmm_fast.protocols.curve_stats import (
     RATIOS,
@@ -37,7 +39,7 @@ from fmm_fast.protocols.curve_stats import (
     bootstrap_ci,
     format_ci,
 )
-from fmm_fast.protocols.erasure import explain_split
+from fmm_fast.protocols.erasure import engine_chooser, explain_split
 
 RUN_KIND = "aopc"
 RECORD_KIND = "peer-metrics"
@@ -88,6 +90,23 @@ def summarize(values: Sequence[float]) -> dict:
     }
 
 
+def fixed_ranking(
+    spec: MeasureSpec,
+    seed: int,
+    engine_for: Callable[[Measure], MaskBatchEngine],
+    split: EncodedSplit,
+    rows: int,
+    on_batch: Callable[[int], None] | None = None,
+    example_ids: np.ndarray | None = None,
+) -> tuple[list[np.ndarray], bool]:
+    """The scores ((T_i,) per example) that rank `split` once, on the unmasked input, by `spec` in a run
+    seeded `seed`, and whether the measure is signed. example_ids: as explain_split's."""
+    measure = spec.build(seed, 1)  # the recursive protocol's first step: `rand` draws the same first ranking
+    explaining = engine_for(measure)
+    scores = explain_split(measure, explaining, list(split.input_ids), split, rows, on_batch, example_ids)
+    return scores, bool(measure.signed)
+
+
 def run_peer_evaluation(
     loaded: LoadedModel,
     dataset: TextDataset,
@@ -97,10 +116,12 @@ def run_peer_evaluation(
     engine: MaskBatchEngine,
     external: Sequence[ExternalExplanation] = (),
     progress_factory: Callable[..., object] | None = None,
+    fidelity: Callable[[], dict] | None = None,
 ) -> dict:
     """All measures of one seed (rand first, then settings.measures, then the external files) on `split`
     (settings.data's split of `dataset`); resumes from run_dir's saved measures; writes and returns
-    run_dir/result.json's record."""
+    run_dir/result.json's record. fidelity: the reduced-precision fidelity estimate of the seed
+    (protocols.fidelity), computed once the measures are, kept in the record as "fidelity"."""
     started = time.perf_counter()
     num_labels = engine.info.num_labels
     if num_labels <= int(split.labels.max(initial=0)):
@@ -109,7 +130,7 @@ def run_peer_evaluation(
             "evaluate a model trained on this dataset"
         )
     claim_directory(run_dir, RUN_KIND, settings.fingerprint_fields(), files=RUN_FILES)
-    gradient_engine: MaskBatchEngine | None = None
+    engine_for = engine_chooser(loaded, settings.backend, engine)
     specs = {spec.name: spec for spec in settings.specs}  # rand first
     per_measure: dict[str, tuple[list[PeerScores], dict]] = {}
     for name in [*specs, *(e.name for e in external)]:
@@ -123,18 +144,9 @@ def run_peer_evaluation(
         advance = None if progress is None else progress.update
         fixed = next((e for e in external if e.name == name), None)
         if fixed is None:
-            # the recursive protocol's first step, so `rand` draws the same first ranking
-            measure = specs[name].build(settings.seed, 1)
-            scoring_engine = engine
-            if measure.needs_gradients:
-                if gradient_engine is None:
-                    gradient_engine = MaskBatchEngine(
-                        gradient_backend(loaded, settings.backend), token_budget=engine.token_budget
-                    )
-                scoring_engine = gradient_engine
             rows = settings.engine.explain_batch_rows
-            scores = explain_split(measure, scoring_engine, list(split.input_ids), split, rows, advance)
-            about = {"signed": bool(measure.signed), "source": "built-in"}
+            scores, signed = fixed_ranking(specs[name], settings.seed, engine_for, split, rows, advance)
+            about = {"signed": signed, "source": "built-in"}
         else:
             scores = fixed.scores
             about = {"signed": fixed.signed, "source": str(fixed.path)}
@@ -156,10 +168,12 @@ def run_peer_evaluation(
         "n_examples": len(split),
         **summary,
         "per_example_file": PEER_FILE,
-        "durations": {"total_seconds": time.perf_counter() - started},
         "engine": engine.stats.as_dict(),
         "versions": versions(),
     }
+    if fidelity is not None:
+        record["fidelity"] = fidelity()
+    record["durations"] = {"total_seconds": time.perf_counter() - started}
     write_record(run_dir / RESULT_FILE, record)
     finish_run(run_dir)
     return record

@@ -16,6 +16,7 @@ import numpy as np
 
 from fmm_fast.backends.engine import MaskBatchEngine
 from fmm_fast.backends.loading import LoadedModel, gradient_backend
+from fmm_fast.backends.options import BackendOptions
 from fmm_fast.core.datatypes import EncodedSplit, pad_batch, save_ragged
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.metrics import compute_metrics, majority_metric
@@ -46,6 +47,23 @@ def erase_top(
     erased = input_ids.copy()
     erased[order] = mask_id
     return erased
+
+
+def engine_chooser(
+    loaded: LoadedModel, options: BackendOptions, engine: MaskBatchEngine
+) -> Callable[[Measure], MaskBatchEngine]:
+    """engine_for(measure): `engine`, or for a measure that needs gradients one gradient engine on `loaded`
+    (`options` resolved), made when a measure first asks for it."""
+    made: list[MaskBatchEngine] = []
+
+    def engine_for(measure: Measure) -> MaskBatchEngine:
+        if not measure.needs_gradients:
+            return engine
+        if not made:
+            made.append(MaskBatchEngine(gradient_backend(loaded, options), token_budget=engine.token_budget))
+        return made[0]
+
+    return engine_for
 
 
 def explain_split(

@@ -13,6 +13,10 @@ run's engine and on an fp32 one (docs/method.md §4), and the two are compared:
 An explanation run draws no curves: its estimate (ranking_fidelity) has the prediction agreement and, per
 ratio r_j, the share of the sample whose floor(r_j·n) top-ranked explained tokens by each measure's scores
 (the mask a one-shot erasure by that ranking makes) are the same in both precisions.
+A peer-metrics run (`fmm-fast aopc`, docs/method.md §8) ranks once: its estimate (peer_fidelity) ranks the
+sample on both sides, by every measure and every explanation file, and has those same ranking masks, the
+ΔACU/ΔRACU of the non-recursive curves and the Δ of the mean AOPC comprehensiveness, AOPC sufficiency and
+τ-LOO (over the examples that define them in both), each with its paired bootstrap interval.
 The estimate describes the sample only; with 16 examples its intervals are wide, and they say so.
 """
 
@@ -21,23 +25,29 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
 from fmm_fast.backends.engine import MaskBatchEngine
-from fmm_fast.backends.loading import LoadedModel, gradient_backend
+from fmm_fast.backends.loading import LoadedModel
 from fmm_fast.backends.options import BackendOptions
 from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.core.metrics import METRICS
 from fmm_fast.data.masking import masked_count
 from fmm_fast.measures.base import Measure
+from fmm_fast.measures.external import ExternalExplanation
 from fmm_fast.measures.spec import BASELINE, MeasureSpec
+from fmm_fast.protocols.aopc import SUMMARIES, fixed_ranking
+from fmm_fast.protocols.aopc_metrics import peer_metrics
 from fmm_fast.protocols.curve_stats import RATIOS, acu_racu_against_baseline, format_ci
-from fmm_fast.protocols.erasure import erase_top, erasure_steps, explain_split, fully_masked
+from fmm_fast.protocols.erasure import engine_chooser, erase_top, erasure_steps, explain_split, fully_masked
 
 BOOTSTRAP_RESAMPLES = 1000
 CONFIDENCE = 0.95
+# the printed title of each figure an estimate compares
+FIGURE_TITLES = {"acu": "ACU", "racu": "RACU", **{key: title.rstrip(" ↑↓") for key, title in SUMMARIES}}
 
 
 Scorer = Callable[[np.ndarray, np.ndarray], float]  # (y_true, y_pred) -> the primary metric
@@ -87,26 +97,20 @@ def precision_run(loaded: LoadedModel, options: BackendOptions, token_budget: in
     """One side of the estimate on `loaded` (resolved `options`): an engine of its own (the run's engine
     keeps its counts), and a gradient engine made when a measure first needs one."""
     engine = MaskBatchEngine(loaded.backend, token_budget=token_budget)
-    made: list[MaskBatchEngine] = []
-
-    def engine_for(measure: Measure) -> MaskBatchEngine:
-        if not measure.needs_gradients:
-            return engine
-        if not made:
-            made.append(MaskBatchEngine(gradient_backend(loaded, options), token_budget=token_budget))
-        return made[0]
-
-    return PrecisionRun(options.precision, engine, engine_for)
+    return PrecisionRun(options.precision, engine, engine_chooser(loaded, options, engine))
 
 
 @dataclass
 class SampleErasure:
-    """One precision's erasure of the sample. predictions: measure -> (K+1, n) int64 predicted labels at
-    every ratio; erased: measure -> per step j = 1..K-1, the n erased inputs."""
+    """One precision's erasure of the sample. unmasked: (n,) predicted labels; predictions: measure ->
+    (K+1, n) int64 predicted labels at every ratio; erased: measure -> per step j = 1..K-1, the n erased
+    inputs; values: measure -> figure -> (n,) float64 per-example figures to compare too (nan where an
+    example leaves one undefined), e.g. AOPC comprehensiveness."""
 
     unmasked: np.ndarray
     predictions: dict[str, np.ndarray]
     erased: dict[str, list[list[np.ndarray]]]
+    values: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
 
 
 def erase_sample(
@@ -142,33 +146,52 @@ def _scores(
     return acu_racu_against_baseline(curves)
 
 
+def _defined_means(reduced: np.ndarray, fp32: np.ndarray) -> tuple[float, float]:
+    """The means of a per-example figure in both precisions over the examples both define (nan: none)."""
+    both = np.isfinite(reduced) & np.isfinite(fp32)
+    if not both.any():
+        return math.nan, math.nan
+    return float(reduced[both].mean()), float(fp32[both].mean())
+
+
+def _delta(key: str, pairs: Sequence[tuple[float, float]]) -> dict:
+    """A figure's entries from its (reduced, fp32) values on the whole sample (first) and on each
+    bootstrap resample: both values, their difference and its percentile interval (None: no finite one)."""
+    (reduced, fp32), resampled = pairs[0], pairs[1:]
+    differences = np.asarray([r - f for r, f in resampled])
+    finite = differences[np.isfinite(differences)]
+    tail = 100 * (1 - CONFIDENCE) / 2
+    interval = [float(v) for v in np.percentile(finite, [tail, 100 - tail])] if len(finite) else None
+    return {
+        f"{key}_reduced": reduced,
+        f"{key}_fp32": fp32,
+        f"delta_{key}": reduced - fp32,
+        f"delta_{key}_ci": interval,
+    }
+
+
 def compare(
     reduced: SampleErasure, fp32: SampleErasure, labels: np.ndarray, score: Scorer, seed: int
 ) -> dict:
-    """The estimate's figures (see the module docstring) from both precisions' erasures of the sample."""
+    """The estimate's figures (see the module docstring) from both precisions' erasures of the sample: per
+    measure ACU and RACU, then its per-example `values`, each on the sample and on the same paired
+    resamples of its examples."""
     n = len(labels)
-    every = np.arange(n)
-    reduced_scores = _scores(reduced.predictions, labels, every, score)
-    fp32_scores = _scores(fp32.predictions, labels, every, score)
     rng = np.random.default_rng(seed)
-    draws = [rng.integers(0, n, size=n) for _ in range(BOOTSTRAP_RESAMPLES)]
-    resampled = [
+    draws = [np.arange(n), *(rng.integers(0, n, size=n) for _ in range(BOOTSTRAP_RESAMPLES))]
+    curve_scores = [
         (_scores(reduced.predictions, labels, rows, score), _scores(fp32.predictions, labels, rows, score))
         for rows in draws
     ]
-    tail = 100 * (1 - CONFIDENCE) / 2
     measures = {}
     for name in reduced.predictions:
         same = [_identical(x, y) for x, y in zip(reduced.erased[name], fp32.erased[name], strict=True)]
-        entry = {"identical_masks": same}
+        entry: dict = {"identical_masks": same}
         for index, key in enumerate(("acu", "racu")):
-            differences = np.asarray([r[name][index] - f[name][index] for r, f in resampled])
-            finite = differences[np.isfinite(differences)]
-            interval = [float(v) for v in np.percentile(finite, [tail, 100 - tail])] if len(finite) else None
-            entry[f"{key}_reduced"] = reduced_scores[name][index]
-            entry[f"{key}_fp32"] = fp32_scores[name][index]
-            entry[f"delta_{key}"] = reduced_scores[name][index] - fp32_scores[name][index]
-            entry[f"delta_{key}_ci"] = interval
+            entry |= _delta(key, [(r[name][index], f[name][index]) for r, f in curve_scores])
+        for key, values in reduced.values.get(name, {}).items():
+            paired = fp32.values[name][key]
+            entry |= _delta(key, [_defined_means(values[rows], paired[rows]) for rows in draws])
         measures[name] = entry
     return {
         "n_examples": n,
@@ -184,19 +207,93 @@ def fidelity_estimate(
 ) -> dict:
     """The estimate for an erasure run of `specs` (rand among them) seeded `seed`: `sample` erased on the
     run's side and on fp32's (`sides`). The record's "fidelity" section."""
+    erase = partial(erase_sample, specs, seed, sample, rows=rows)
+    return _compared_curves(specs, erase, "erasure", seed, sample, sides, metric)
+
+
+def _compared_curves(
+    specs: Sequence[MeasureSpec],
+    erase: Callable[[PrecisionRun], SampleErasure],
+    masks: str,
+    seed: int,
+    sample: FidelitySample,
+    sides: Sides,
+    metric: str,
+) -> dict:
+    """The "fidelity" section of a run that draws curves of `specs` (rand among them): `erase` run on both
+    `sides`, compared; masks: what its erased inputs are ("erasure": recursive, "ranking": one-shot)."""
     if not any(spec.name == BASELINE for spec in specs):
         raise ValueError(f"a fidelity estimate needs the {BASELINE} baseline among the measures")
     started = time.perf_counter()
-    reduced, fp32 = (erase_sample(specs, seed, sample, side, rows) for side in sides)
+    reduced, fp32 = (erase(side) for side in sides)
     score = scorer(metric, sides[0].engine.info.num_labels)
     return {
         "precision": sides[0].precision,
         "sample": sample.ids.tolist(),
+        "masks": masks,
         "metric": metric,
         "ratios": [float(r) for r in RATIOS],
         **compare(reduced, fp32, sample.split.labels, score, seed),
         "seconds": time.perf_counter() - started,
     }
+
+
+def peer_sample(
+    specs: Sequence[MeasureSpec],
+    external: Sequence[ExternalExplanation],
+    seed: int,
+    sample: FidelitySample,
+    side: PrecisionRun,
+    rows: int,
+) -> SampleErasure:
+    """The peer metrics of `sample` on one precision's side: every measure ranks it once there (as `aopc`
+    does), every explanation file gives its fixed scores; each ranking's non-recursive curve, its masks and
+    its per-example AOPC comprehensiveness, AOPC sufficiency and τ-LOO."""
+    examples, engine = sample.split, side.engine
+    rankings = {
+        spec.name: fixed_ranking(spec, seed, side.engine_for, examples, rows, example_ids=sample.ids)[0]
+        for spec in specs
+    }
+    rankings |= {e.name: [e.scores[i] for i in sample.ids] for e in external}
+    predictions, erased, values = {}, {}, {}
+    for name, scores in rankings.items():
+        results = peer_metrics(engine, examples, scores, RATIOS)
+        predictions[name] = np.stack([r.curve_predictions for r in results], axis=1)
+        erased[name] = ranking_masks(examples, scores, engine.info.mask_id)
+        values[name] = {key: np.asarray([getattr(r, key) for r in results]) for key, _ in SUMMARIES}
+    unmasked = engine.logits(list(examples.input_ids)).argmax(axis=1)
+    return SampleErasure(unmasked, predictions, erased, values)
+
+
+def peer_fidelity(
+    specs: Sequence[MeasureSpec],
+    external: Sequence[ExternalExplanation],
+    seed: int,
+    sample: FidelitySample,
+    sides: Sides,
+    metric: str,
+    rows: int,
+) -> dict:
+    """The estimate for a peer-metrics run of `specs` (rand among them) and the `external` explanations,
+    seeded `seed` (see the module docstring): `sample` ranked and scored on both `sides`. The peer-metrics
+    record's "fidelity" section."""
+    erase = partial(peer_sample, specs, external, seed, sample, rows=rows)
+    return _compared_curves(specs, erase, "ranking", seed, sample, sides, metric)
+
+
+def ranking_masks(
+    examples: EncodedSplit, scores: Sequence[np.ndarray], mask_id: int
+) -> list[list[np.ndarray]]:
+    """Per ratio r_j (j = 1..K-1), every example with its floor(r_j·n) top-ranked explained tokens by
+    `scores` ((T_i,) each) masked: a one-shot erasure by that ranking."""
+    lengths = [int(e.sum()) for e in examples.explained]
+    return [
+        [
+            erase_top(x, e, s, int(masked_count(float(ratio), n)), mask_id)
+            for x, e, s, n in zip(examples.input_ids, examples.explained, scores, lengths, strict=True)
+        ]
+        for ratio in RATIOS[1:-1]
+    ]
 
 
 def ranking_fidelity(
@@ -206,8 +303,7 @@ def ranking_fidelity(
     explained on both `sides`. The explanation run record's "fidelity" section."""
     started = time.perf_counter()
     examples = sample.split
-    inputs, mask_id = list(examples.input_ids), sides[0].engine.info.mask_id
-    lengths = [int(e.sum()) for e in examples.explained]
+    inputs = list(examples.input_ids)
     unmasked = [side.engine.logits(inputs).argmax(axis=1) for side in sides]
     measures = {}
     for spec in specs:
@@ -216,19 +312,12 @@ def ranking_fidelity(
             measure = spec.build(seed)  # as `explain` builds it: the same random draws on both sides
             explaining = side.engine_for(measure)
             scores = explain_split(measure, explaining, inputs, examples, rows, example_ids=sample.ids)
-            masks.append(
-                [
-                    [
-                        erase_top(x, e, s, int(masked_count(float(ratio), n)), mask_id)
-                        for x, e, s, n in zip(inputs, examples.explained, scores, lengths, strict=True)
-                    ]
-                    for ratio in RATIOS[1:-1]
-                ]
-            )
+            masks.append(ranking_masks(examples, scores, side.engine.info.mask_id))
         measures[spec.name] = {"identical_masks": [_identical(a, b) for a, b in zip(*masks, strict=True)]}
     return {
         "precision": sides[0].precision,
         "sample": sample.ids.tolist(),
+        "masks": "ranking",
         "ratios": [float(r) for r in RATIOS],
         "n_examples": len(sample.ids),
         "prediction_agreement": float(np.mean(unmasked[0] == unmasked[1])),
@@ -243,23 +332,27 @@ def _identical(first: Sequence[np.ndarray], second: Sequence[np.ndarray]) -> flo
 
 
 def fidelity_lines(estimate: dict) -> list[str]:
-    """The printed block of an estimate: the sample, its cost and agreement, then a row per measure (with
-    ΔACU and ΔRACU where the run drew curves)."""
-    curves = "delta_racu" in next(iter(estimate["measures"].values()))
-    masks = "erasure masks" if curves else "ranking masks"
+    """The printed block of an estimate: the sample, its cost and agreement, then a row per measure: its
+    identical masks and the Δ of every figure the estimate compares (none for an explanation run)."""
+    first = next(iter(estimate["measures"].values()))
+    figures = [key.removeprefix("delta_") for key in first if key.startswith("delta_") and key[-3:] != "_ci"]
+    headers = [f"Δ{FIGURE_TITLES[key]} ×100 (95% CI)" for key in figures]
+    widths = [max(24, len(header) + 2) for header in headers]
+    masks = f"identical {estimate['masks']} masks min/mean"
     lines = [
         f"fidelity of {estimate['precision']} against fp32 on a sample of {estimate['n_examples']} examples "
         f"(run in both, {estimate['seconds']:.1f} s): predictions agree on "
         f"{100 * estimate['prediction_agreement']:.0f}%",
-        f"{'measure':<16}{f'identical {masks} min/mean':>32}"
-        + (f"{'ΔACU ×100 (95% CI)':>24}{'ΔRACU ×100 (95% CI)':>24}" if curves else ""),
+        f"{'measure':<16}{masks:>32}"
+        + "".join(f"{header:>{width}}" for header, width in zip(headers, widths, strict=True)),
     ]
     for name, m in estimate["measures"].items():
         same = m["identical_masks"]
         shares = f"{100 * min(same):.0f}% / {100 * sum(same) / len(same):.0f}%"
         deltas = [
-            format_ci(m[f"delta_{key}"], *(m[f"delta_{key}_ci"] or (math.nan, math.nan)))
-            for key in (("acu", "racu") if curves else ())
+            format_ci(m[f"delta_{key}"], *(m[f"delta_{key}_ci"] or (math.nan, math.nan))) for key in figures
         ]
-        lines.append(f"{name:<16}{shares:>32}" + "".join(f"{d:>24}" for d in deltas))
+        lines.append(
+            f"{name:<16}{shares:>32}" + "".join(f"{d:>{w}}" for d, w in zip(deltas, widths, strict=True))
+        )
     return lines

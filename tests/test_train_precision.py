@@ -229,3 +229,35 @@ def test_reproduce_refuses_bf16_without_native_bf16(monkeypatch, capsys) -> None
     assert reproduce([*STUDY, "--train-precision", "bf16"]) == 2
     error = capsys.readouterr().err
     assert error.startswith("reproduce: this CPU has no native bf16") and error.count("\n") == 1
+
+
+# --------------------------------------------------------------------------------------------- fmm-fast roar
+
+
+def test_roar_trains_every_step_in_the_resolved_precision_and_explains_in_fp32(
+    monkeypatch, tmp_path, capsys
+) -> None:
+    from fmm_fast.protocols.roar import explaining, run
+
+    pretend_cpu(monkeypatch, NATIVE)
+    explained_in = []
+
+    def spy(original):
+        def load(model, backend):
+            explained_in.append(backend.precision)
+            return original(model, backend)
+
+        return load
+
+    monkeypatch.setattr(explaining, "load_model", spy(explaining.load_model))
+    monkeypatch.setattr(run, "load_model", spy(run.load_model))
+    out = tmp_path / "roar"
+    argv = ["roar", "--dataset", "babi-1", "--size", "60", "--test-size", "20", "--epochs", "1"]
+    argv += ["--max-steps", "2", "--lr", "1e-3", "--steps", "2", "--device", "cpu", "--precision", "auto"]
+    assert main([*argv, "--quiet", "--out", str(out)]) == 0, capsys.readouterr().err
+    assert json.loads((out / RUN_MARKER).read_text())["fields"]["precision"] == "bf16"
+    models = sorted(out.glob("seed-0/**/model"))
+    assert len(models) == 4  # step 0, grad-l2 and rand at 50%, the fully masked step
+    assert {load_model(m, BackendOptions(device="cpu")).info.trained_precision for m in models} == {"bf16"}
+    # the step-0 tokenizer, the 50% explanations (grad-l2, rand), the erasure: all fp32
+    assert len(explained_in) >= 4 and set(explained_in) == {"fp32"}

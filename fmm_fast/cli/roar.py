@@ -10,6 +10,7 @@ import typer
 
 from fmm_fast.cli.app import app
 from fmm_fast.cli.options import (
+    TRAINING_PRECISION_HELP,
     MeasureOptionsOption,
     OverwriteOption,
     QuietOption,
@@ -31,7 +32,7 @@ from fmm_fast.training.base_models import MINILM, TINY_ROBERTA
 
 @app.command()
 @scale_options()
-@backend_options(provider=False, precision=None)
+@backend_options(provider=False, precision=TRAINING_PRECISION_HELP)
 @engine_options()
 @training_options()
 @data_options(dataset_required=True)

@@ -340,9 +340,10 @@ class RoarSettings(ResolvedMeasures, ResumableSettings):
     the curve's ratios are j/K, j = 0..K. recursive False: every step's ranking comes from the step-0 model
     on the unmasked data. strategy, epochs, batch_size, lr, max_steps, layers, width: every training's (see
     TrainSettings). erasure: also the no-retraining recursive erasure of the step-0 model on the test split.
-    data.limit keeps the first N test examples. The fingerprint leaves out the measures, the seeds and
-    `erasure` (a rerun may add measures or seeds; each (seed, measure) has its own steps), the engine and
-    the device.
+    data.limit keeps the first N test examples. backend.precision: what every training's forward passes
+    run in, resolved as TrainSettings resolves it; the explanations and the erasure run in fp32
+    (explaining_backend). The fingerprint leaves out the measures, the seeds and `erasure` (a rerun may add
+    measures or seeds; each (seed, measure) has its own steps), the engine and the device.
     """
 
     data: DataOptions
@@ -383,7 +384,14 @@ class RoarSettings(ResolvedMeasures, ResumableSettings):
                 "ROAR fine-tunes a new model from --model at every step, which an .onnx file cannot be"
                 f"{needs}; give a base model (minilm, tiny-roberta, a Hugging Face name or a model directory)"
             )
-        self.training(0)  # the training options' own checks
+        # the training options' own checks, and the training precision resolved once
+        object.__setattr__(self, "backend", self.training(0).backend)
+
+    @property
+    def explaining_backend(self) -> BackendOptions:
+        """The backend of the step models' explanations and the erasure: fp32 whatever the training ran
+        in, so a reduced training precision changes the models, not how they are ranked and scored."""
+        return replace(self.backend, precision="fp32")
 
     def training(self, seed: int) -> TrainSettings:
         """The settings of every model this run fine-tunes for `seed` (the data given to train() directly)."""

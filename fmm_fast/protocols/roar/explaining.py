@@ -53,7 +53,7 @@ def explain_dataset(
     """Scores of the measure `spec` at step `step` (its random draws seeded per example and step, as
     recursive erasure seeds them) by the checkpoint `model` on the inputs `current` of every split, and
     the passes it ran."""
-    loaded = load_model(model, settings.backend)
+    loaded = load_model(model, settings.explaining_backend)
     engine = MaskBatchEngine(loaded.backend, token_budget=settings.engine.token_budget)
     measure = spec.build(seed, step)
     ids = example_ids(encoded)

@@ -55,7 +55,7 @@ def load_data(settings: RoarSettings) -> TextDataset:
 def seed_data(settings: RoarSettings, out: Path, seed: int, dataset: TextDataset) -> SeedData:
     """The splits tokenized by the (finished) step-0 model of `seed`."""
     step0 = seed_dir(out, seed) / step_name(0.0) / MODEL_DIR
-    loaded = load_model(step0, settings.backend)
+    loaded = load_model(step0, settings.explaining_backend)
     encoded = {name: encode_split(loaded.tokenizer, dataset.splits[name]) for name in SPLIT_NAMES}
     return SeedData(dataset, encoded, loaded.info.mask_id, step0)
 
@@ -100,7 +100,7 @@ def train_fully_masked(settings: RoarSettings, out: Path, seed: int, data: SeedD
 
 def run_erasure(settings: RoarSettings, out: Path, seed: int, data: SeedData, progress: bool) -> None:
     """The no-retraining recursive erasure of the step-0 model on the test split (evaluate's own run)."""
-    loaded = load_model(data.step0, settings.backend)
+    loaded = load_model(data.step0, settings.explaining_backend)
     evaluation = EvaluationSettings(
         str(data.step0),
         replace(settings.data, split="test"),
@@ -108,7 +108,7 @@ def run_erasure(settings: RoarSettings, out: Path, seed: int, data: SeedData, pr
         seed,
         settings.measure_options,
         engine=settings.engine,
-        backend=settings.backend,
+        backend=settings.explaining_backend,
     )
     engine = MaskBatchEngine(loaded.backend, token_budget=settings.engine.token_budget)
     directory = seed_dir(out, seed) / ERASURE_DIR

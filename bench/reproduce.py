@@ -1,7 +1,7 @@
 """The reproduction study: does masked fine-tuning make faithfulness measurable, as the FMM paper claims?
 
     bench/reproduce --scale tiny|small|medium|paper [--datasets NAME ...] [--seeds SEED ...] [--out DIR]
-                    [--dry-run] [--masf-only] [--train-precision fp32|bf16|auto]
+                    [--dry-run] [--masf-only] [--no-roar] [--train-precision fp32|bf16|auto]
                     [--workers N | --ray-address ADDR] [--worker-cpus K]
 
 On movie-snippets and bAbI-1/-2 (the pretrained MiniLM; bAbI at the tiny scale: a small RoBERTa trained
@@ -14,9 +14,15 @@ from scratch, which checks the script but does not learn bAbI), for every seed o
   3. `fmm-fast masf --model plain.onnx --model masked.onnx --calibration in-sample --calibration split`:
      MaSF p-values versus masking ratio, both calibrations (docs/method.md §6) on the same signals;
   4. bAbI: supporting-fact overlap of every measure's top-k on the masked model (protocols.supporting_facts);
-  5. `fmm-fast report` over all evaluations, then README-tables.md: (a) performance, (b) RACU/ACU,
-     (c) MaSF, (d) supporting-fact overlap, (e) command, settings and the wall time of every step;
-     the report's curve plots and the MaSF plots are copied next to it.
+  5. `fmm-fast roar`: Recursive ROAR of the scale's ROAR plan (grad-l2, `rand` as the baseline; the
+     reference's 10% steps, tiny 2) with plain retraining on the same data, recipe and training precision;
+     its own step-0 model and its no-retraining erasure on the test split. Last in the chain, so a study
+     run before it resumes and appends it; it resumes step by step and adds measures the plan gained;
+  6. `fmm-fast report` over all evaluations and ROAR runs, then README-tables.md: (a) performance,
+     (b) RACU/ACU, (c) MaSF, (d) supporting-fact overlap, (e) command, settings and the wall time of every
+     step, (f) Recursive ROAR's RACU and clipped RACU beside each measure's no-retraining RACU (of ROAR's
+     step-0 model and of the masked model of step 2), over seeds, and its cost; the report's curve and
+     ROAR plots and the MaSF plots are copied next to it.
 Everything goes to bench/results/reproduce-<scale>[-<datasets>][-seeds-<seeds>]/ (or --out). A step
 whose run marker says it finished with the same fingerprint (its settings and the content of its inputs)
 is skipped, so an interrupted study resumes where it stopped (evaluations and the overlap resume
@@ -28,22 +34,29 @@ reduction), is redone.
 --masf-only trains and exports only the plain and masked models and runs MaSF: README-masf.md holds
 tables (c) and (e). A later run without it, into the same folder, reuses all of that.
 
+--no-roar leaves out step 5 (its cost dominates every scale but tiny: 20 trainings per chain, ESTIMATED
+at about 35 min to 1.8 h per chain at the small scale, 4-6 h per bAbI-1 chain and about 42 h per bAbI-2
+chain at medium on one core; see reproduce_plan.py): table (f) then says how to run it. --masf-only
+leaves it out too.
+
 --train-precision bf16 (or auto) trains every model with `fmm-fast train --precision`, resolved here once
 (bf16 where the CPU or GPU runs it natively); the folder gets a -train-bf16 suffix, so the study never
-mixes models trained in different precisions. Evaluation, MaSF and the overlap run as before (fp32).
+mixes models trained in different precisions. ROAR's trainings run in it too (`fmm-fast roar
+--precision`). Evaluation, MaSF, the overlap and ROAR's explanations run as before (fp32).
 
-Steps 1-4 of one dataset × seed form a chain that depends on no other. --workers N runs up to N chains at
-once on a local Ray runtime (the `ray` extra), --ray-address ADDR on a running Ray cluster; each chain
-reserves --worker-cpus K CPUs and computes on K threads (PyTorch, ONNX Runtime, Numba), its output in
-OUT/logs/DATASET-seed-S.log; step 5 runs here once every chain has finished. On a cluster the --out folder
-must be on storage every node sees (each chain reads and writes it on its node), and every node needs
-this repository at the same path. A failed chain does not stop the others; the command then exits 1
-naming it, and a rerun resumes. Without these flags everything runs in this process, in order.
+Steps 1-5 of one dataset × seed form a chain that depends on no other. --workers N runs up to N chains at once
+on a local Ray runtime (the `ray` extra), --ray-address ADDR on a running Ray cluster; each chain reserves
+--worker-cpus K CPUs and computes on K threads (PyTorch, ONNX Runtime, Numba), its output in
+OUT/logs/DATASET-seed-S.log (the chain's ROAR runs inside its task, without Ray of its own); step 6 runs here
+once every chain has finished. On a cluster the --out folder must be on storage every node sees (each chain
+reads and writes it on its node), and every node needs this repository at the same path. A failed chain does
+not stop the others; the command then exits 1 naming it, and a rerun resumes. Without these flags everything
+runs in this process, in order.
 
-Scales: tiny checks the script itself in a few minutes; small takes about 30 minutes per dataset and
-3 seeds on a quiet 2-core CPU (movie-snippets: 28 min; bAbI's longer passages take longer) and learns bAbI
-only partly; medium trains bAbI-1/-2 on the paper's 10,000 questions, bAbI-1 for 2 epochs, where MiniLM
-learns it (training about 13 min per model on one core in fp32, half that with --train-precision bf16),
+Scales (without ROAR): tiny checks the script itself in a few minutes; small takes about 30 minutes per
+dataset and 3 seeds on a quiet 2-core CPU (movie-snippets: 28 min; bAbI's longer passages take longer) and
+learns bAbI only partly; medium trains bAbI-1/-2 on the paper's 10,000 questions, bAbI-1 for 2 epochs, where
+MiniLM learns it (training about 13 min per model on one core in fp32, half that with --train-precision bf16),
 bAbI-2 for the paper's 20 (6 epochs reached 71%: about 2 hours per model on one core in bf16, a GPU job);
 paper uses the paper's data sizes and epochs with the whole test split (hours; beam on a GPU).
 
@@ -99,6 +112,12 @@ def reproduce(argv: Sequence[str] | None) -> int:
         help="train and export only plain and masked, run MaSF (both calibrations); write README-masf.md",
     )
     parser.add_argument(
+        "--no-roar",
+        action="store_true",
+        help="leave out the chains' last step, Recursive ROAR (20 trainings per chain at 10 steps); the "
+        "tables say how to run it",
+    )
+    parser.add_argument(
         "--train-precision",
         choices=PRECISIONS,
         default="fp32",
@@ -108,8 +127,9 @@ def reproduce(argv: Sequence[str] | None) -> int:
         "--workers",
         type=int,
         metavar="N",
-        help="run up to N chains (one dataset × seed: train, export, evaluate, masf, overlap) at once on a "
-        "local Ray runtime of N × --worker-cpus CPUs (needs the `ray` extra: pip install 'fmm-fast[ray]')",
+        help="run up to N chains (one dataset × seed: train, export, evaluate, masf, overlap, roar) at "
+        "once on a local Ray runtime of N × --worker-cpus CPUs (needs the `ray` extra: pip install "
+        "'fmm-fast[ray]')",
     )
     parser.add_argument(
         "--ray-address",
@@ -154,6 +174,9 @@ def reproduce(argv: Sequence[str] | None) -> int:
     fields = asdict(scale)
     if fields["train_precision"] == "fp32":  # as studies wrote it before --train-precision: they stay valid
         del fields["train_precision"]
+    # The ROAR steps' settings are in their own run markers (a changed plan redoes or extends them), so a
+    # study from before them, or with another ROAR plan, stays this study.
+    del fields["roar"]
     settings = json.dumps(fields, indent=2) + "\n"
     settings_file = study.root / "settings.json"
     if settings_file.is_file() and settings_file.read_text() != settings:
@@ -162,8 +185,9 @@ def reproduce(argv: Sequence[str] | None) -> int:
             file=sys.stderr,
         )
         return 2
-    chains = study.chains(args.masf_only)
-    last = [] if args.masf_only else [study.report_step()]
+    roar = not (args.no_roar or args.masf_only)
+    chains = study.chains(args.masf_only, roar)
+    last = [] if args.masf_only else [study.report_step(roar)]
     steps = [step for chain in chains for step in chain.steps] + last
     if args.dry_run:
         for step in steps:
@@ -178,7 +202,7 @@ def reproduce(argv: Sequence[str] | None) -> int:
             if ray_options is None:
                 run_steps(steps, timings)
             else:
-                run_chains(study, chains, args.masf_only, timings, ray_options)
+                run_chains(study, chains, args.masf_only, roar, timings, ray_options)
                 run_steps(last, timings)
         except StepFailed as error:
             print(f"reproduce: {error}; fix the cause and rerun `{command}` to resume", file=sys.stderr)

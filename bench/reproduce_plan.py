@@ -11,7 +11,13 @@ from reproduce_steps import Step, fmm_fast_command
 
 from fmm_fast.backends.options import BackendOptions
 from fmm_fast.core.records import read_record
-from fmm_fast.core.settings import EvaluationSettings, MasfSettings, TrainSettings
+from fmm_fast.core.settings import (
+    ROAR_MAX_STEPS,
+    EvaluationSettings,
+    MasfSettings,
+    RoarSettings,
+    TrainSettings,
+)
 from fmm_fast.data.options import DataOptions
 from fmm_fast.measures.registry import PAPER_BEAM, measure_names
 from fmm_fast.protocols.masf.reduction import DEFAULT_SPLIT_COMPONENTS
@@ -73,21 +79,43 @@ class DatasetPlan:
 
 
 @dataclass(frozen=True)
+class RoarPlan:
+    """What the chains' Recursive ROAR step runs (`fmm-fast roar`, plain retraining as the reference does).
+
+    measures: besides `rand`, which roar always runs as the baseline. steps K: ratios j/K. epochs: of every
+    retraining; None: the dataset's own."""
+
+    measures: tuple[str, ...] = ("grad-l2",)  # the paper's comparison figure is Grad-L2's
+    steps: int = ROAR_MAX_STEPS
+    epochs: int | None = None
+
+    def epochs_for(self, plan: DatasetPlan) -> int:
+        return plan.epochs if self.epochs is None else self.epochs
+
+
+@dataclass(frozen=True)
 class Scale:
     """train_precision: what every training's forward passes run in (`fmm-fast train --precision`),
-    resolved (fp32, bf16 or fp16)."""
+    resolved (fp32, bf16 or fp16); the ROAR step's trainings run in it too. roar: what that step runs."""
 
     name: str
     seeds: tuple[int, ...]
     datasets: tuple[DatasetPlan, ...]
     supporting_ks: tuple[int, ...] = (1, 5, 10)
     train_precision: str = "fp32"
+    roar: RoarPlan = RoarPlan()
 
 
 def _babi(dataset: str, **settings) -> DatasetPlan:
     return DatasetPlan(dataset, TINY_ROBERTA, lr=1e-3, **settings)
 
 
+# Recursive ROAR, the last step of every chain, costs per dataset × seed at K = 10 steps: 20 trainings (step
+# 0, the fully masked step, 9 per measure for rand and grad-l2) of the chain's recipe, 9 grad-l2 explanations
+# of all three splits in fp32, and the step-0 model's erasure on the test split. The cost lines below are
+# ESTIMATES, not measurements: training time from the same scale's own training steps (their steps.json),
+# grad-l2 at about 13 ms per movie sentence (`fmm-fast roar` on movie-snippets: 17.5 s per step on 1,300) and,
+# guessed, 4x that per bAbI question; one core, one chain at a time (--workers N runs N chains at once).
 SCALES = {
     "tiny": Scale(
         "tiny",
@@ -102,12 +130,15 @@ SCALES = {
             _babi("babi-2", epochs=2, size=300, test_size=40, eval_limit=8, beam_limit=2, masf_limit=16,
                   layers=1, width=32),
         ),
+        roar=RoarPlan(steps=2, epochs=1),  # 4 one-epoch trainings per chain: checks the step, seconds
     ),
     # Sized from one quiet 2-core run of every step (MiniLM 0.33 s per step, tiny-roberta 0.016 s per step
     # on babi-1 and 0.036 s on babi-2; MiniLM curves 3.5 s and beam 2.9 s per example): about 46 minutes,
     # of which training 28. babi-1 reaches about 0.55 accuracy in 5 epochs (majority 0.18); babi-2 needs
     # 8+ epochs (another ~12 minutes) to pass the 0.5 convergence threshold, so here it stays below it and
     # the report drops its seeds from the RACU and overlap tables.
+    # ROAR (ESTIMATE; trainings of 60-100 s on movie-snippets, 130-180 s on bAbI-1, 225-240 s on bAbI-2):
+    # per seed about 35 min on movie-snippets, 70 min on bAbI-1, 1.8 h on bAbI-2; all 9 chains about 10 h.
     "small": Scale(
         "small",
         seeds=(0, 1, 2),
@@ -134,6 +165,9 @@ SCALES = {
     # epochs (bf16, 5.9 min per epoch: validation 50.5% after one, 61.7% after four, 71.0% after six, still
     # rising), so it takes the paper's 20 epochs here: a job for a GPU, not yet run. Curves on 100 test
     # questions, beam on 20, MaSF on 300 calibrated on the whole validation split (2,000).
+    # ROAR (ESTIMATE; bAbI-1 trainings took 6-12 min in bf16, bAbI-2 about 2 h at 20 epochs; grad-l2 explains
+    # 11,000 questions per step, about 10 min): per seed 4-6 h on bAbI-1 (3 seeds 12-18 h) and about 42 h on
+    # bAbI-2 (3 seeds about 5 days): bAbI-2's, and bAbI-1's in reasonable time, are GPU jobs (or --no-roar).
     "medium": Scale(
         "medium",
         seeds=(0, 1, 2),
@@ -147,6 +181,7 @@ SCALES = {
     ),
     # The paper's data sizes and epochs (method.md §2; movie-snippets takes the registry's 10), its learning
     # rate for the pretrained model, the whole test split everywhere.
+    # ROAR (ESTIMATE): 20 trainings of 10-20 epochs per seed, each hours on a CPU: days per chain, GPU only.
     "paper": Scale(
         "paper",
         seeds=(0, 1, 2),
@@ -189,14 +224,30 @@ def _has_calibrations(split_components: int) -> Callable[[Path], bool]:
     return complete
 
 
+def _roar_complete(measures: Sequence[str], steps: int) -> Callable[[Path], bool]:
+    """A ROAR output whose result.json says every step ran (the erasure too) for `rand` and every measure
+    of `measures`, at K = `steps` (a result lacking a planned measure is resumed: roar adds it)."""
+
+    def complete(output: Path) -> bool:
+        path = output / "result.json"
+        if not path.is_file():
+            return False
+        result = read_record(path)
+        planned = {"rand", *measures} <= set(result["measures"])
+        return planned and result["complete"] and len(result["ratios"]) == steps + 1
+
+    return complete
+
+
 def _limited(limit: int | None) -> list[str]:
     return [] if limit is None else ["--limit", str(limit)]
 
 
 @dataclass(frozen=True)
 class Chain:
-    """The steps of one dataset × seed in order (train, export, evaluate, MaSF, overlap): they depend on
-    one another but on no other chain's, so chains can run at once (bench/reproduce --workers)."""
+    """The steps of one dataset × seed in order (train, export, evaluate, MaSF, overlap, Recursive ROAR):
+    they depend on one another but on no other chain's, so chains can run at once (bench/reproduce
+    --workers)."""
 
     plan: DatasetPlan
     seed: int
@@ -241,29 +292,51 @@ class Study:
         return self.root / "supporting" / f"{dataset}-seed-{seed}.json"
 
     @property
+    def roar_root(self) -> Path:
+        return self.root / "roar"
+
+    def roar_dir(self, dataset: str, seed: int) -> Path:
+        """`fmm-fast roar --out` of one dataset × seed (it adds seed-S/ and result.json)."""
+        return self.roar_root / dataset / f"seed-{seed}"
+
+    @property
     def report_dir(self) -> Path:
         return self.root / "report"
 
     # -- the plan ----------------------------------------------------------------------------------
-    def steps(self, masf_only: bool = False) -> list[Step]:
+    def steps(self, masf_only: bool = False, roar: bool = True) -> list[Step]:
         """Every step, chain by chain; masf_only: only training, export and MaSF of the plain and masked
-        models."""
-        return [step for chain in self.chains(masf_only) for step in chain.steps]
+        models; roar False: without the Recursive ROAR steps."""
+        return [step for chain in self.chains(masf_only, roar) for step in chain.steps]
 
-    def chains(self, masf_only: bool = False) -> list[Chain]:
+    def chains(self, masf_only: bool = False, roar: bool = True) -> list[Chain]:
         """One chain per dataset × seed, datasets in the scale's order."""
         return [
-            self.chain(plan, seed, masf_only) for plan in self.scale.datasets for seed in self.scale.seeds
+            self.chain(plan, seed, masf_only, roar)
+            for plan in self.scale.datasets
+            for seed in self.scale.seeds
         ]
 
-    def chain(self, plan: DatasetPlan, seed: int, masf_only: bool = False) -> Chain:
+    def chain(self, plan: DatasetPlan, seed: int, masf_only: bool = False, roar: bool = True) -> Chain:
         steps = self.training_steps(plan, MASF_STRATEGIES if masf_only else CANONICAL_STRATEGIES, seed)
         if not masf_only:
             steps += self.evaluation_steps(plan, seed)
         steps.append(self.masf_step(plan, seed))
         if plan.has_supporting_facts and not masf_only:
             steps.append(self.supporting_step(plan, seed))
+        if roar and not masf_only:  # last: a study run before it existed resumes and only appends it
+            steps.append(self.roar_step(plan, seed))
         return Chain(plan, seed, steps)
+
+    def recipe_arguments(self, plan: DatasetPlan) -> list[str]:
+        """The training options every fine-tuning of the chain shares beyond the data, epochs and lr: the
+        scale's precision and tiny-roberta's size."""
+        argv = []
+        if self.scale.train_precision != "fp32":
+            argv += ["--precision", self.scale.train_precision]
+        if plan.model == TINY_ROBERTA:
+            argv += ["--layers", str(plan.layers), "--width", str(plan.width)]
+        return argv
 
     def training_steps(self, plan: DatasetPlan, strategies: Sequence[str], seed: int) -> list[Step]:
         steps, exports = [], []
@@ -271,11 +344,7 @@ class Study:
             out = self.train_dir(plan.dataset, strategy, seed)
             argv = ["train", *plan.data_arguments(), "--model", plan.model]
             argv += ["--strategy", strategy, "--seed", str(seed), "--epochs", str(plan.epochs)]
-            argv += ["--lr", str(plan.lr), "--out", str(out)]
-            if self.scale.train_precision != "fp32":
-                argv += ["--precision", self.scale.train_precision]
-            if plan.model == TINY_ROBERTA:
-                argv += ["--layers", str(plan.layers), "--width", str(plan.width)]
+            argv += ["--lr", str(plan.lr), "--out", str(out), *self.recipe_arguments(plan)]
             settings = TrainSettings(
                 plan.data(), plan.model, strategy, seed, plan.epochs, lr=plan.lr, layers=plan.layers,
                 width=plan.width, backend=BackendOptions(precision=self.scale.train_precision),
@@ -386,8 +455,40 @@ class Study:
             resumable=True,
         )
 
-    def report_step(self) -> Step:
-        argv = ["report", str(self.root / "evaluate"), "--out", str(self.report_dir)]
+    def roar_step(self, plan: DatasetPlan, seed: int) -> Step:
+        """Recursive ROAR of the scale's RoarPlan with plain retraining (the reference's) on the chain's
+        data, recipe and precision; its step-0 model is its own. Without --workers: the chain may itself be
+        a Ray task. It resumes step by step, and adds measures the plan gained."""
+        roar = self.scale.roar
+        out = self.roar_dir(plan.dataset, seed)
+        epochs = roar.epochs_for(plan)
+        argv = ["roar", *plan.data_arguments(), "--model", plan.model, "--strategy", "plain"]
+        argv += ["--seed", str(seed), "--epochs", str(epochs), "--lr", str(plan.lr)]
+        argv += ["--steps", str(roar.steps), *(a for measure in roar.measures for a in ("-m", measure))]
+        argv += ["--out", str(out), *self.recipe_arguments(plan)]
+        settings = RoarSettings(
+            plan.data(), plan.model, roar.measures, (seed,), "plain", steps=roar.steps, epochs=epochs,
+            lr=plan.lr, layers=plan.layers, width=plan.width,
+            backend=BackendOptions(precision=self.scale.train_precision),
+        )  # fmt: skip
+        return Step(
+            f"recursive roar {plan.dataset} seed {seed}: {', '.join(roar.measures)}",
+            self.shown(argv),
+            fmm_fast_command(argv),
+            out,
+            claim=lambda: ("roar", settings.fingerprint_fields()),
+            complete=_roar_complete(roar.measures, roar.steps),
+            clear=(out,),
+            resumable=True,
+        )
+
+    def report_step(self, roar: bool = True) -> Step:
+        """`fmm-fast report` of every evaluation and, when the chains run ROAR or ran it before, of the ROAR
+        runs (beside the masked model's erasure)."""
+        inputs = [self.root / "evaluate"]
+        if roar or self.roar_root.is_dir():
+            inputs.append(self.roar_root)
+        argv = ["report", *map(str, inputs), "--out", str(self.report_dir)]
         # Always rerun: it is cheap and must see every evaluation.
         return Step("report", self.shown(argv), fmm_fast_command(argv), self.report_dir,
                     complete=lambda _: False)  # fmt: skip

@@ -48,13 +48,15 @@ def run_chain(
     plan: DatasetPlan,
     seed: int,
     masf_only: bool,
+    roar: bool,
     threads: int,
     earlier: dict[str, dict],
 ) -> ChainOutcome:
     """The task: the chain of `plan` × `seed` in this process on `threads` threads (earlier: its steps'
-    entries in steps.json, so a reused step keeps the time it took when it ran)."""
+    entries in steps.json, so a reused step keeps the time it took when it ran). Its ROAR step runs here
+    too, in this process (no Ray inside a Ray task)."""
     study = Study(scale, root)
-    chain = study.chain(plan, seed, masf_only)
+    chain = study.chain(plan, seed, masf_only, roar)
     timings = Timings(None, earlier)
     with task_output(chain_log(study.root, chain), threads):
         try:
@@ -68,7 +70,12 @@ def run_chain(
 
 
 def run_chains(
-    study: Study, chains: list[Chain], masf_only: bool, timings: Timings, options: ScaleOptions
+    study: Study,
+    chains: list[Chain],
+    masf_only: bool,
+    roar: bool,
+    timings: Timings,
+    options: ScaleOptions,
 ) -> None:
     """Every chain as a Ray task of options.worker_cpus CPUs, at most options.workers at once; each
     finished chain's step times go to `timings` at once. Raises StepFailed naming the chains that failed,
@@ -82,7 +89,8 @@ def run_chains(
         while queue or running:
             while queue and len(running) < at_once:
                 chain = queue.pop()
-                arguments = (study.scale, study.root, chain.plan, chain.seed, masf_only, options.worker_cpus)
+                arguments = (study.scale, study.root, chain.plan, chain.seed, masf_only, roar)
+                arguments += (options.worker_cpus,)
                 running[task.remote(*arguments, timings.of(chain.steps))] = chain
             [ref], _ = ray.wait(list(running), num_returns=1)
             chain = running.pop(ref)

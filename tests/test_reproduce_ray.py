@@ -1,5 +1,6 @@
-"""bench/reproduce --workers: the study's chains on a local 2-worker Ray runtime give what one process gives;
-a failed chain is named (exit 1) after the other finished, and a rerun resumes; bad flags exit 2.
+"""bench/reproduce --workers: the study's chains on a local 2-worker Ray runtime give what one process gives,
+their Recursive ROAR steps included (README-tables.md's ROAR section); a failed chain is named (exit 1) after
+the other finished, and a rerun resumes; bad flags exit 2.
 
 The tiny scale on babi-1 (a 1-layer width-32 RoBERTa), seeds 0 and 1: two chains. Each chain computes on
 one thread (--worker-cpus 1), so the one-process run is pinned to one CPU with one thread as well: training
@@ -23,7 +24,8 @@ pytest.importorskip("ray")
 REPO = Path(__file__).resolve().parent.parent
 BENCH = REPO / "bench"
 STUDY = ["--scale", "tiny", "--datasets", "babi-1"]
-RECORDS = ("train/**/run.json", "evaluate/**/result.json", "masf/**/masf.json", "supporting/*.json")
+RECORDS = ("train/**/run.json", "evaluate/**/result.json", "masf/**/masf.json", "supporting/*.json",
+           "roar/**/result.json", "roar/**/record.json")  # fmt: skip
 VOLATILE = {"durations", "versions"}  # and every key holding "seconds"
 
 
@@ -60,8 +62,8 @@ def comparable(value, root: Path):
 
 
 def results(root: Path) -> dict[str, object]:
-    """Every record the chains wrote (volatile parts dropped), the trained weights' digests, and tables
-    (a)-(d) of README-tables.md."""
+    """Every record the chains wrote (volatile parts dropped), the trained weights' digests (ROAR's too),
+    tables (a)-(d) of README-tables.md and the report's ROAR table."""
     sys.path.insert(0, str(BENCH))
     try:
         from reproduce_plan import SCALES, Study
@@ -74,10 +76,12 @@ def results(root: Path) -> dict[str, object]:
     for pattern in RECORDS:
         for path in sorted(root.glob(pattern)):
             found[str(path.relative_to(root))] = comparable(json.loads(path.read_text()), root)
-    for weights in sorted(root.glob("train/**/model.safetensors")):
+    for weights in sorted(
+        [*root.glob("train/**/model.safetensors"), *root.glob("roar/**/model.safetensors")]
+    ):
         found[str(weights.relative_to(root))] = hashlib.sha256(weights.read_bytes()).hexdigest()
     tables = [performance_table(study), (study.report_dir / "table.md").read_text(), masf_table(study),
-              supporting_table(study)]  # fmt: skip
+              supporting_table(study), (study.report_dir / "roar.md").read_text()]  # fmt: skip
     found["tables"] = [table.replace(str(root), "ROOT") for table in tables]
     return found
 
@@ -94,8 +98,8 @@ def test_chains_on_two_workers_equal_one_process_and_resume_after_a_failed_chain
     failed = reproduce(*STUDY, "--out", root, "--workers", "2")
     assert failed.returncode == 1, failed.stderr
     assert "1 of 2 chains failed: babi-1 seed 1: `fmm-fast evaluate" in failed.stderr
-    assert "babi-1 seed 0: done, 9 of 9 steps ran" in failed.stderr
-    assert (root / "supporting" / "babi-1-seed-0.json").is_file()  # the other chain finished
+    assert "babi-1 seed 0: done, 10 of 10 steps ran" in failed.stderr
+    assert (root / "roar" / "babi-1" / "seed-0" / "result.json").is_file()  # the other chain finished
     assert "holds files that are not this run's" in (root / "logs" / "babi-1-seed-1.log").read_text()
     assert not (root / "README-tables.md").exists()
     before = steps_json(root)
@@ -105,12 +109,16 @@ def test_chains_on_two_workers_equal_one_process_and_resume_after_a_failed_chain
     foreign.unlink()
     resumed = reproduce(*STUDY, "--out", root, "--workers", "2")
     assert resumed.returncode == 0, resumed.stderr
-    assert "babi-1 seed 1: done, 4 of 9 steps ran" in resumed.stderr  # evaluate ×2, masf, overlap
+    assert "babi-1 seed 1: done, 5 of 10 steps ran" in resumed.stderr  # evaluate ×2, masf, overlap, roar
     after = steps_json(root)
     assert after[trained] == {**before[trained], "status": "reused"}  # the time it took when it ran
     assert after.keys() == steps_json(tmp_path / "single").keys()
     assert all(entry["seconds"] is not None for entry in after.values())
-    assert (root / "README-tables.md").is_file()
+    readme = (root / "README-tables.md").read_text()
+    roar = readme.split("## (f) Recursive ROAR")[1]
+    assert "### babi-1: Recursive ROAR, plain retraining" in roar and "| grad-l2 | RACU |" in roar
+    assert "| babi-1 | Recursive ROAR | plain, a new model at every step | 2 | 2 |" in roar  # cost: 2 seeds
+    assert (root / "roar-babi-1-plain-recursive-grad-l2.png").is_file()  # the report's ROAR plot
 
     assert results(root) == results(tmp_path / "single")
 

@@ -35,7 +35,7 @@ reduction), is redone.
 tables (c) and (e). A later run without it, into the same folder, reuses all of that.
 
 --no-roar leaves out step 5 (its cost dominates every scale but tiny: 20 trainings per chain, ESTIMATED
-at about 35 min to 1.8 h per chain at the small scale, 4-6 h per bAbI-1 chain and about 42 h per bAbI-2
+at about 25 min to 2 h per chain at the small scale, 4-6 h per bAbI-1 chain and about 44 h per bAbI-2
 chain at medium on one core; see reproduce_plan.py): table (f) then says how to run it. --masf-only
 leaves it out too.
 

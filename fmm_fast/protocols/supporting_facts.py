@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -118,7 +117,7 @@ def run_supporting_overlap(
     specs = {measure: resolve_measure(measure) for measure, _ in plan}  # a typo fails before any work
     loaded = load_model(model)
     largest = max(limit for _, limit in plan)
-    _, encoded = open_split(loaded, replace(data, limit=largest))
+    _, encoded = open_split(loaded, data.select(limit=largest))
     if not encoded.supporting:
         raise UserError(f"dataset '{data.dataset}' records no supporting facts; use babi-1, babi-2 or babi-3")
     settings = {

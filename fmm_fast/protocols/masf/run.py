@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import zipfile
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
@@ -76,7 +75,7 @@ def masf_signals(
     are computed one ratio at a time, so a caller scores each set before the next is computed.
     """
     info = loaded.info
-    _, validation = open_split(loaded, replace(settings.data, limit=None), "validation")
+    _, validation = open_split(loaded, settings.data.select(limit=None), "validation")
     for method in settings.calibrations:  # one that cannot be fitted fails before the forward passes
         check_calibration_size(method, len(validation), info.hidden_size, settings.split_components)
     _, test = open_split(loaded, settings.data)

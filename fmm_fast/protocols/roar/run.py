@@ -103,7 +103,7 @@ def run_erasure(settings: RoarSettings, out: Path, seed: int, data: SeedData, pr
     loaded = load_model(data.step0, settings.explaining_backend)
     evaluation = EvaluationSettings(
         str(data.step0),
-        replace(settings.data, split="test"),
+        settings.data.select(split="test"),
         settings.measures,
         seed,
         settings.measure_options,

@@ -189,12 +189,12 @@ def model_signals(onnx: Path, seed: int, cache: Path) -> dict[str, np.ndarray]:
     from fmm_fast.backends.loading import load_model
     from fmm_fast.core.settings import MasfSettings
     from fmm_fast.data.options import DataOptions
-    from fmm_fast.protocols.masf.run import masf_signals
+    from fmm_fast.protocols.masf.run import masf_inputs, masf_signals
 
     settings = MasfSettings((str(onnx),), DataOptions("movie-snippets", test_size=300, limit=150), seed)
     loaded = load_model(onnx, settings.backend)
     engine = MaskBatchEngine(loaded.backend, token_budget=settings.engine.token_budget, cache_rows=0)
-    validation, test_sets, _, _ = masf_signals(loaded, settings, engine)
+    validation, test_sets = masf_signals(masf_inputs(loaded, settings), engine)
     signals = {"validation": validation, **{f"{ratio:.1f}": s for ratio, s in test_sets}}
     cache.mkdir(parents=True, exist_ok=True)
     np.savez(path, **signals)

@@ -1,5 +1,5 @@
-"""The fidelity estimate of a reduced-precision evaluate, explain or aopc run: the sample, the comparison,
-record and table."""
+"""The fidelity estimate of a reduced-precision evaluate, explain, aopc or masf run: the sample, the
+comparison, record and table."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from fmm_fast.protocols.fidelity import (
     SampleErasure,
     compare,
     fidelity_estimate,
+    p_value_fidelity,
     peer_fidelity,
     precision_run,
     ranking_fidelity,
@@ -232,3 +233,47 @@ def test_no_peer_metrics_estimate_in_fp32_or_when_turned_off(tiny_babi, tmp_path
     code, out = run_aopc(capsys, checkpoint, data, tmp_path / "run", *flags)
     assert code == 0 and "fidelity of" not in out
     assert "fidelity" not in json.loads((tmp_path / "run" / "seed-0" / "result.json").read_text())
+
+
+def test_p_values_moved_by_a_reduced_precision_show_their_shift() -> None:
+    fp32 = {0.0: np.asarray([0.2, 0.5, 0.01, 0.9]), 0.5: np.asarray([0.1, 0.3, 0.6, 0.8])}
+    reduced = {0.0: fp32[0.0].copy(), 0.5: fp32[0.5] + np.asarray([0.1, 0.1, 0.1, 0.1])}
+    reduced[0.0][2] = 0.06  # crosses the in-distribution level
+    estimate = p_value_fidelity(reduced, fp32, 0.75, "bf16", np.arange(4), seed=0, seconds=1.5)
+    unmoved, moved = estimate["per_ratio"]
+    assert unmoved["ratio"] == 0.0 and unmoved["same_side"] == 0.75
+    assert unmoved["delta_mean_p"] == pytest.approx(0.05 / 4)
+    assert moved["delta_mean_p"] == pytest.approx(0.1) and moved["delta_mean_p_ci"] == pytest.approx(
+        [0.1, 0.1]
+    )
+    assert moved["same_side"] == 1.0 and estimate["prediction_agreement"] == 0.75
+    assert estimate["n_examples"] == 4 and estimate["sample"] == [0, 1, 2, 3]
+
+
+def run_masf(capsys, checkpoint, data, out, *flags: str) -> tuple[int, str]:
+    argv = ["masf", "--model", str(checkpoint), "--dataset", "babi-1", "--size", str(data["size"])]
+    argv += ["--test-size", str(data["test_size"]), "--limit", "6", "--device", "cpu"]
+    code = main([*argv, *flags, "--quiet", "--out", str(out)])
+    return code, capsys.readouterr().out
+
+
+def test_a_bf16_masf_run_records_and_prints_its_seeded_estimate(tiny_babi, tmp_path, capsys) -> None:
+    checkpoint, _, data = tiny_babi
+    flags = ("--precision", "bf16", "--fidelity-sample", "4", "--seed", "2")
+    code, out = run_masf(capsys, checkpoint, data, tmp_path / "bf16", *flags)
+    assert code == 0
+    (result,) = json.loads((tmp_path / "bf16" / "masf.json").read_text())["models"].values()
+    estimate = result["fidelity"]
+    assert estimate["precision"] == "bf16" and estimate["n_examples"] == 4 and estimate["seconds"] > 0
+    assert estimate["sample"] == sample_indices(6, 4, seed=2).tolist()  # drawn by the run's seed
+    assert [r["ratio"] for r in estimate["per_ratio"]] == [s["ratio"] for s in result["per_ratio"]]
+    assert all(0 <= r["same_side"] <= 1 and r["delta_mean_p_ci"] is not None for r in estimate["per_ratio"])
+    assert "in bf16 against fp32 on a sample of 4 test examples" in out and "Δ mean p" in out
+
+
+@pytest.mark.parametrize("flags", [[], ["--precision", "bf16", "--fidelity-sample", "0"]])
+def test_no_masf_estimate_in_fp32_or_when_turned_off(tiny_babi, tmp_path, capsys, flags) -> None:
+    checkpoint, _, data = tiny_babi
+    code, out = run_masf(capsys, checkpoint, data, tmp_path / "run", *flags)
+    (result,) = json.loads((tmp_path / "run" / "masf.json").read_text())["models"].values()
+    assert code == 0 and "fidelity" not in result and "against fp32" not in out

@@ -12,6 +12,7 @@ import typer
 from fmm_fast.backends.loading import load_model
 from fmm_fast.cli.app import app
 from fmm_fast.cli.options import (
+    FidelitySampleOption,
     OverwriteOption,
     QuietOption,
     backend_options,
@@ -19,11 +20,12 @@ from fmm_fast.cli.options import (
     engine_options,
     scale_options,
 )
+from fmm_fast.cli.seed_runs import fidelity_sides
 from fmm_fast.core.outputs import check_directory, claim_directory, finish_run, output_lock
 from fmm_fast.core.progress import progress_bar
 from fmm_fast.core.reading import read_state
 from fmm_fast.core.records import write_record
-from fmm_fast.core.settings import BackendOptions, EngineOptions, MasfSettings
+from fmm_fast.core.settings import DEFAULT_FIDELITY_SAMPLE, BackendOptions, EngineOptions, MasfSettings
 from fmm_fast.data.options import DataOptions
 from fmm_fast.distributed.runtime import ScaleOptions, check_scale_out, check_worker_precision
 from fmm_fast.protocols.masf.reduction import DEFAULT_SPLIT_COMPONENTS
@@ -65,6 +67,7 @@ def masf(
         "components, fitted on its level-1 half only (so it stays valid): more power with a few hundred "
         "calibration examples. 0: no reduction.",
     ),
+    fidelity_sample: FidelitySampleOption = DEFAULT_FIDELITY_SAMPLE,
     overwrite: OverwriteOption = False,
     quiet: QuietOption = False,
     engine: EngineOptions,
@@ -101,6 +104,7 @@ def masf(
             split_components,
             engine=engine,
             backend=backend,
+            fidelity_sample=fidelity_sample,
         )
         if scale is not None:
             for path in model:
@@ -120,7 +124,9 @@ def masf(
                     open_pool(scale, path, settings.backend.provider, engine.token_budget) as pool,
                     progress_bar(len(RATIOS) + 1, name, unit="set", quiet=quiet) as bar,
                 ):
-                    computed = run_masf(loaded, settings, bar, None if pool is None else ShardedSignals(pool))
+                    signals = None if pool is None else ShardedSignals(pool)
+                    sides = fidelity_sides(path, loaded, settings)  # None with workers: they run fp32 only
+                    computed = run_masf(loaded, settings, bar, signals, sides)
                     if pool is not None:  # saved with the results, so a resumed run reports them too
                         computed = {method: {**r, "workers": pool.record()} for method, r in computed.items()}
                 state.parent.mkdir(exist_ok=True)
@@ -157,6 +163,7 @@ def _write_outputs(out: Path, settings: MasfSettings, results: dict, started: fl
         out / "masf.png",
     )
     _print_table(results)
+    _print_fidelity(results)
     _warn_saturated_calibrations(results, settings.data.size)
     finish_run(out)
     print(f"wrote {out / 'masf.json'}, {out / 'p_values.csv'}, {out / 'masf.png'}")
@@ -183,6 +190,15 @@ def _print_table(results: dict) -> None:
                 f"{label:<36}{s['ratio']:>6.1f}{s['simes']:>10.3g}{s['share_below']['0.05']:>8.2f}"
                 f"{'yes' if s['in_distribution'] else 'no':>9}"
             )
+
+
+def _print_fidelity(results: dict) -> None:
+    """Each reduced-precision result's fidelity estimate."""
+    from fmm_fast.protocols.fidelity import p_value_fidelity_lines
+
+    for label, result in results.items():
+        if "fidelity" in result:
+            print("\n".join(p_value_fidelity_lines(label, result["fidelity"])))
 
 
 def _warn_saturated_calibrations(results: dict, size: int | None) -> None:

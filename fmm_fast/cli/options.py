@@ -59,7 +59,8 @@ FidelitySampleOption = Annotated[
         help="With a reduced --precision (bf16, fp16): run a seeded sample of N examples in fp32 too and "
         "report how far the reduced precision moved the run: prediction agreement, identical masks per "
         "step (evaluate: with ΔACU/ΔRACU; aopc: with ΔACU/ΔRACU, ΔAOPC and Δτ-LOO; each with its 95% "
-        "interval), and the sample's cost. 0: no estimate.",
+        "interval; masf: the Δ of the sample's mean p-value per ratio, fp32 calibrating on the whole "
+        "validation split again), and the sample's cost. 0: no estimate.",
     ),
 ]
 MeasureOptionsOption = Annotated[

@@ -12,7 +12,13 @@ from typing import TYPE_CHECKING, Any
 from fmm_fast.backends.loading import LoadedModel, load_model
 from fmm_fast.core.datatypes import trained_in
 from fmm_fast.core.outputs import check_directory, claim_directory
-from fmm_fast.core.settings import AopcSettings, EvaluationSettings, ExplainSettings, ResumableSettings
+from fmm_fast.core.settings import (
+    AopcSettings,
+    EvaluationSettings,
+    ExplainSettings,
+    MasfSettings,
+    ResumableSettings,
+)
 from fmm_fast.measures.spec import BASELINE
 
 if TYPE_CHECKING:
@@ -53,7 +59,9 @@ def claim_container(
 
 
 def fidelity_sides(
-    model: Path, loaded: LoadedModel, settings: EvaluationSettings | ExplainSettings | AopcSettings
+    model: Path,
+    loaded: LoadedModel,
+    settings: EvaluationSettings | ExplainSettings | AopcSettings | MasfSettings,
 ) -> Sides | None:
     """Both sides of a reduced-precision run's fidelity estimate (protocols.fidelity): the run's model, and
     it in fp32; None for an fp32 run or --fidelity-sample 0."""

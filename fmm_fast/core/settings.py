@@ -284,6 +284,7 @@ class MasfSettings(ResumableSettings):
     random masking. calibrations: in-sample (the paper's) and/or split, scored on the same signals;
     calibration_seed picks the split calibration's halves; split_components: principal components per layer
     that the split calibration reduces the signals to, fitted on its half A (0: no reduction).
+    fidelity_sample: as EvaluationSettings' (the fingerprint leaves it out).
     """
 
     models: tuple[str, ...]
@@ -296,6 +297,7 @@ class MasfSettings(ResumableSettings):
     split_components: int = DEFAULT_SPLIT_COMPONENTS
     engine: EngineOptions = field(default_factory=EngineOptions)
     backend: BackendOptions = field(default_factory=BackendOptions)
+    fidelity_sample: int = DEFAULT_FIDELITY_SAMPLE
 
     def __post_init__(self) -> None:
         from fmm_fast.protocols.masf.statistic import (
@@ -312,6 +314,7 @@ class MasfSettings(ResumableSettings):
                 "--measure and --evaluation go together: the masked sets of MEASURE saved in EVALUATION"
             )
         _resolve_precision(self, self.models)
+        _check_fidelity_sample(self.fidelity_sample)
 
     def masked_dir(self) -> Path | None:
         """Where the evaluation saved the masked sets of `measure`; None for random masking."""
@@ -323,6 +326,7 @@ class MasfSettings(ResumableSettings):
         """RunSettings' fields and the content of the saved masked sets it tests (an evaluation rerun with
         --overwrite saves other sets at the same path)."""
         fields = super().fingerprint_fields()
+        del fields["fidelity_sample"]
         masked = self.masked_dir()
         if masked is not None and masked.is_dir():
             fields["masked_sets"] = content_id(masked)

@@ -17,6 +17,10 @@ A peer-metrics run (`fmm-fast aopc`, docs/method.md §8) ranks once: its estimat
 sample on both sides, by every measure and every explanation file, and has those same ranking masks, the
 ΔACU/ΔRACU of the non-recursive curves and the Δ of the mean AOPC comprehensiveness, AOPC sufficiency and
 τ-LOO (over the examples that define them in both), each with its paired bootstrap interval.
+A MaSF run (`fmm-fast masf`, docs/method.md §6) explains nothing: its estimate (p_value_fidelity, per
+calibration method) has the prediction agreement and, per masking ratio, the Δ of the sample's mean p-value
+(each precision calibrated on the whole validation split) with its paired bootstrap interval, and the share
+of the sample whose p-value falls on the same side of the in-distribution level in both.
 The estimate describes the sample only; with 16 examples its intervals are wide, and they say so.
 """
 
@@ -43,6 +47,7 @@ from fmm_fast.protocols.aopc import SUMMARIES, fixed_ranking
 from fmm_fast.protocols.aopc_metrics import peer_metrics
 from fmm_fast.protocols.curve_stats import RATIOS, acu_racu_against_baseline, format_ci
 from fmm_fast.protocols.erasure import engine_chooser, erase_top, erasure_steps, explain_split, fully_masked
+from fmm_fast.protocols.masf.statistic import IN_DISTRIBUTION_LEVEL
 
 BOOTSTRAP_RESAMPLES = 1000
 CONFIDENCE = 0.95
@@ -154,6 +159,12 @@ def _defined_means(reduced: np.ndarray, fp32: np.ndarray) -> tuple[float, float]
     return float(reduced[both].mean()), float(fp32[both].mean())
 
 
+def _draws(n: int, seed: int) -> list[np.ndarray]:
+    """The rows of the whole sample of n examples, then of each paired bootstrap resample, seeded."""
+    rng = np.random.default_rng(seed)
+    return [np.arange(n), *(rng.integers(0, n, size=n) for _ in range(BOOTSTRAP_RESAMPLES))]
+
+
 def _delta(key: str, pairs: Sequence[tuple[float, float]]) -> dict:
     """A figure's entries from its (reduced, fp32) values on the whole sample (first) and on each
     bootstrap resample: both values, their difference and its percentile interval (None: no finite one)."""
@@ -177,8 +188,7 @@ def compare(
     measure ACU and RACU, then its per-example `values`, each on the sample and on the same paired
     resamples of its examples."""
     n = len(labels)
-    rng = np.random.default_rng(seed)
-    draws = [np.arange(n), *(rng.integers(0, n, size=n) for _ in range(BOOTSTRAP_RESAMPLES))]
+    draws = _draws(n, seed)
     curve_scores = [
         (_scores(reduced.predictions, labels, rows, score), _scores(fp32.predictions, labels, rows, score))
         for rows in draws
@@ -355,4 +365,55 @@ def fidelity_lines(estimate: dict) -> list[str]:
         lines.append(
             f"{name:<16}{shares:>32}" + "".join(f"{d:>{w}}" for d, w in zip(deltas, widths, strict=True))
         )
+    return lines
+
+
+def p_value_fidelity(
+    reduced: dict[float, np.ndarray],
+    fp32: dict[float, np.ndarray],
+    agreement: float,
+    precision: str,
+    sample: np.ndarray,
+    seed: int,
+    seconds: float,
+) -> dict:
+    """The estimate of one MaSF calibration method (see the module docstring) from the sample's p-values
+    in both precisions, ratio -> (n,) float64, each calibrated in its own; sample: (n,) the examples' indices
+    in the test split; agreement: of the unmasked predictions. A MaSF result's "fidelity" section."""
+    draws = _draws(len(sample), seed)
+    per_ratio = []
+    for ratio, values in reduced.items():
+        paired = fp32[ratio]
+        entry = _delta("mean_p", [(float(values[rows].mean()), float(paired[rows].mean())) for rows in draws])
+        level = IN_DISTRIBUTION_LEVEL
+        per_ratio.append(
+            {"ratio": ratio, **entry, "same_side": float(np.mean((values < level) == (paired < level)))}
+        )
+    return {
+        "precision": precision,
+        "sample": sample.tolist(),
+        "n_examples": len(sample),
+        "prediction_agreement": agreement,
+        "level": IN_DISTRIBUTION_LEVEL,
+        "per_ratio": per_ratio,
+        "confidence": CONFIDENCE,
+        "bootstrap_resamples": BOOTSTRAP_RESAMPLES,
+        "seconds": seconds,
+    }
+
+
+def p_value_fidelity_lines(label: str, estimate: dict) -> list[str]:
+    """The printed block of a MaSF estimate of the result `label`: the sample, its cost and agreement, then
+    a row per masking ratio."""
+    level = estimate["level"]
+    lines = [
+        f"fidelity of {label} in {estimate['precision']} against fp32 on a sample of "
+        f"{estimate['n_examples']} test examples (fp32 calibrated again, {estimate['seconds']:.1f} s): "
+        "predictions agree on "
+        f"{100 * estimate['prediction_agreement']:.0f}%",
+        f"{'ratio':>6}{'Δ mean p ×100 (95% CI)':>26}{f'same side of {level}':>20}",
+    ]
+    for r in estimate["per_ratio"]:
+        delta = format_ci(r["delta_mean_p"], *(r["delta_mean_p_ci"] or (math.nan, math.nan)))
+        lines.append(f"{r['ratio']:>6.1f}{delta:>26}{100 * r['same_side']:>19.0f}%")
     return lines

@@ -3,8 +3,10 @@ test sets."""
 
 from __future__ import annotations
 
+import time
 import zipfile
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -20,6 +22,7 @@ from fmm_fast.core.settings import MasfSettings
 from fmm_fast.data.masking import STRATEGIES, mask_explained_share, random_masking
 from fmm_fast.data.options import open_split
 from fmm_fast.protocols.curve_stats import RATIOS
+from fmm_fast.protocols.fidelity import FidelitySample, Sides, p_value_fidelity
 from fmm_fast.protocols.masf.statistic import MaSFCalibration, check_calibration_size, summarize_p_values
 
 
@@ -65,61 +68,120 @@ def masked_test_sets(
     return sets
 
 
-def masf_signals(
-    loaded: LoadedModel, settings: MasfSettings, engine: SignalSource, progress=None
-) -> tuple[np.ndarray, Iterator[tuple[float, np.ndarray]], EncodedSplit, EncodedSplit]:
-    """The signals MaSF compares: the whole validation split masked as the model was trained, (N, L+1, D)
-    float32, then the test split's signals per masking ratio, yielded as (ratio, (N_test, L+1, D)).
+@dataclass
+class MasfInputs:
+    """What MaSF runs through the model: calibration, the whole validation split masked as the model was
+    trained; sets, the test split per masking ratio (each a list of (T_i,) arrays); the splits themselves."""
 
-    Returns (calibration signals, the generator, the test split, the validation split). The test signals
-    are computed one ratio at a time, so a caller scores each set before the next is computed.
-    """
+    calibration: list[np.ndarray]
+    sets: dict[float, list[np.ndarray]]
+    test: EncodedSplit
+    validation: EncodedSplit
+
+
+def masf_inputs(loaded: LoadedModel, settings: MasfSettings) -> MasfInputs:
+    """The masked inputs of a MaSF run (no forward pass); a calibration method that cannot be fitted on
+    the validation split fails here, before any."""
     info = loaded.info
     _, validation = open_split(loaded, settings.data.select(limit=None), "validation")
-    for method in settings.calibrations:  # one that cannot be fitted fails before the forward passes
+    for method in settings.calibrations:
         check_calibration_size(method, len(validation), info.hidden_size, settings.split_components)
     _, test = open_split(loaded, settings.data)
-    calibration = engine.signals(
-        random_masking(validation, calibration_strategy(info.strategy), info.mask_id, settings.seed)
-    )
+    calibration = random_masking(validation, calibration_strategy(info.strategy), info.mask_id, settings.seed)
+    sets = masked_test_sets(test.input_ids, test, info.mask_id, settings.seed, settings.masked_dir())
+    return MasfInputs(calibration, sets, test, validation)
+
+
+def masf_signals(
+    inputs: MasfInputs, engine: SignalSource, progress=None
+) -> tuple[np.ndarray, Iterator[tuple[float, np.ndarray]]]:
+    """The signals MaSF compares: the calibration inputs' (N, L+1, D) float32, then the test split's per
+    masking ratio, yielded as (ratio, (N_test, L+1, D)). The test signals are computed one ratio at a time,
+    so a caller scores each set before the next is computed."""
+    calibration = engine.signals(inputs.calibration)
     if progress is not None:
         progress.update(1)
-    sets = masked_test_sets(test.input_ids, test, info.mask_id, settings.seed, settings.masked_dir())
 
     def test_signals() -> Iterator[tuple[float, np.ndarray]]:
-        for ratio, sequences in sets.items():
+        for ratio, sequences in inputs.sets.items():
             yield ratio, engine.signals(sequences)
             if progress is not None:
                 progress.update(1)
 
-    return calibration, test_signals(), test, validation
+    return calibration, test_signals()
+
+
+def fit_calibrations(calibration_signals: np.ndarray, settings: MasfSettings) -> dict[str, MaSFCalibration]:
+    """Every calibration method of `settings` fitted on the same (N, L+1, D) signals."""
+    return {
+        method: MaSFCalibration.fit(
+            calibration_signals, method, settings.calibration_seed, settings.split_components
+        )
+        for method in settings.calibrations
+    }
+
+
+def sample_fidelity(
+    inputs: MasfInputs, settings: MasfSettings, sides: Sides, p_values: dict[str, dict[float, np.ndarray]]
+) -> dict[str, dict]:
+    """The fidelity estimate of a reduced-precision MaSF run, per calibration method (protocols.fidelity's
+    p_value_fidelity): fp32 calibrates on the whole validation split again (a calibration on fewer examples
+    is another statistic) and scores the sample's masked test inputs; the reduced side's p-values are the
+    run's own, `p_values` (method -> ratio -> (N_test,)). Every method's estimate records the whole cost."""
+    started = time.perf_counter()
+    sample = FidelitySample.draw(inputs.test, settings.fidelity_sample, settings.seed)
+    fp32 = sides[1].engine
+    fits = fit_calibrations(fp32.signals(inputs.calibration), settings)
+    signals = {
+        ratio: fp32.signals([sequences[i] for i in sample.ids]) for ratio, sequences in inputs.sets.items()
+    }
+    fp32_p = {
+        method: {ratio: fit.p_values(s) for ratio, s in signals.items()} for method, fit in fits.items()
+    }
+    unmasked = [side.engine.logits(list(sample.split.input_ids)).argmax(axis=1) for side in sides]
+    agreement, seconds = float(np.mean(unmasked[0] == unmasked[1])), time.perf_counter() - started
+    return {
+        method: p_value_fidelity(
+            {ratio: p[sample.ids] for ratio, p in p_values[method].items()},
+            fp32_p[method],
+            agreement,
+            sides[0].precision,
+            sample.ids,
+            settings.seed,
+            seconds,
+        )
+        for method in fits
+    }
 
 
 def run_masf(
-    loaded: LoadedModel, settings: MasfSettings, progress=None, engine: SignalSource | None = None
+    loaded: LoadedModel,
+    settings: MasfSettings,
+    progress=None,
+    engine: SignalSource | None = None,
+    sides: Sides | None = None,
 ) -> dict[str, dict]:
     """Per-ratio Simes summaries and per-example p-values of one model, per calibration method of
     settings.calibrations (docs/method.md §6).
 
     Every method scores the same signals (one forward pass per example and set); settings.calibration_seed
     picks the split's halves, settings.split_components its reduction. engine: what computes the signals,
-    default a MaskBatchEngine on loaded.backend. Returns {method: JSON-ready dict}.
+    default a MaskBatchEngine on loaded.backend. sides: of a reduced-precision run's fidelity estimate
+    (cli.seed_runs.fidelity_sides), kept as each method's "fidelity". Returns {method: JSON-ready dict}.
     """
-    calibrations, calibration_seed = settings.calibrations, settings.calibration_seed
-    components = settings.split_components
     if engine is None:
         engine = MaskBatchEngine(loaded.backend, token_budget=settings.engine.token_budget, cache_rows=0)
     info = loaded.info
-    calibration_signals, test_sets, test, validation = masf_signals(loaded, settings, engine, progress)
-    fits = {
-        method: MaSFCalibration.fit(calibration_signals, method, calibration_seed, components)
-        for method in calibrations
-    }
-    p_values: dict[str, dict[float, np.ndarray]] = {method: {} for method in calibrations}
+    inputs = masf_inputs(loaded, settings)
+    test, validation = inputs.test, inputs.validation
+    calibration_signals, test_sets = masf_signals(inputs, engine, progress)
+    fits = fit_calibrations(calibration_signals, settings)
+    p_values: dict[str, dict[float, np.ndarray]] = {method: {} for method in settings.calibrations}
     for ratio, signals in test_sets:
         for method, fit in fits.items():
             p_values[method][ratio] = fit.p_values(signals)
     strategy = calibration_strategy(info.strategy)
+    estimates = {} if sides is None else sample_fidelity(inputs, settings, sides, p_values)
     return {
         method: {
             "strategy": info.strategy,
@@ -134,6 +196,7 @@ def run_masf(
             "per_ratio": [{"ratio": r, **summarize_p_values(p)} for r, p in p_values[method].items()],
             "p_values": {f"{r:.1f}": p.tolist() for r, p in p_values[method].items()},
             "engine": engine.stats.as_dict(),
+            **({"fidelity": estimates[method]} if method in estimates else {}),
         }
         for method, fit in fits.items()
     }

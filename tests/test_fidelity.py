@@ -160,9 +160,12 @@ def test_a_bf16_explanation_run_records_and_prints_its_estimate(tiny_babi, tmp_p
     assert "fidelity" not in json.loads(out.with_suffix(".run.json").read_text())
 
 
-def run_evaluate(capsys, checkpoint, data, out, *flags: str) -> tuple[int, str, str]:
-    argv = ["evaluate", "--model", str(checkpoint), "--dataset", "babi-1", "--size", str(data["size"])]
-    argv += ["--test-size", str(data["test_size"]), "--limit", "6", "-m", "loo-abs", "--device", "cpu"]
+def run_tiny(capsys, command: str, checkpoint, data, out, *flags: str) -> tuple[int, str, str]:
+    """`command` on the tiny bAbI model's first 6 test examples (with loo-abs where it takes measures):
+    its exit code, printed lines and errors."""
+    argv = [command, "--model", str(checkpoint), "--dataset", "babi-1", "--size", str(data["size"])]
+    argv += ["--test-size", str(data["test_size"]), "--limit", "6", "--device", "cpu"]
+    argv += [] if command == "masf" else ["-m", "loo-abs"]
     code = main([*argv, *flags, "--quiet", "--out", str(out)])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
@@ -170,7 +173,7 @@ def run_evaluate(capsys, checkpoint, data, out, *flags: str) -> tuple[int, str, 
 
 def test_a_bf16_evaluation_records_and_prints_its_estimate(tiny_babi, tmp_path, capsys) -> None:
     checkpoint, _, data = tiny_babi
-    code, out, _ = run_evaluate(capsys, checkpoint, data, tmp_path / "bf16", "--precision", "bf16",
+    code, out, _ = run_tiny(capsys, "evaluate", checkpoint, data, tmp_path / "bf16", "--precision", "bf16",
                                 "--fidelity-sample", "4")  # fmt: skip
     assert code == 0
     record = json.loads((tmp_path / "bf16" / "seed-0" / "result.json").read_text())
@@ -185,28 +188,21 @@ def test_a_bf16_evaluation_records_and_prints_its_estimate(tiny_babi, tmp_path, 
 @pytest.mark.parametrize("flags", [[], ["--precision", "bf16", "--fidelity-sample", "0"]])
 def test_no_estimate_in_fp32_or_when_turned_off(tiny_babi, tmp_path, capsys, flags) -> None:
     checkpoint, _, data = tiny_babi
-    code, out, _ = run_evaluate(capsys, checkpoint, data, tmp_path / "run", *flags)
+    code, out, _ = run_tiny(capsys, "evaluate", checkpoint, data, tmp_path / "run", *flags)
     assert code == 0 and "fidelity of" not in out
     assert "fidelity" not in json.loads((tmp_path / "run" / "seed-0" / "result.json").read_text())
 
 
 def test_a_negative_sample_is_a_user_error(tiny_babi, tmp_path, capsys) -> None:
     checkpoint, _, data = tiny_babi
-    code, _, err = run_evaluate(capsys, checkpoint, data, tmp_path / "run", "--fidelity-sample", "-1")
+    code, _, err = run_tiny(capsys, "evaluate", checkpoint, data, tmp_path / "run", "--fidelity-sample", "-1")
     assert code == 2 and "--fidelity-sample" in err and err.count("\n") == 1
-
-
-def run_aopc(capsys, checkpoint, data, out, *flags: str) -> tuple[int, str]:
-    argv = ["aopc", "--model", str(checkpoint), "--dataset", "babi-1", "--size", str(data["size"])]
-    argv += ["--test-size", str(data["test_size"]), "--limit", "6", "-m", "loo-abs", "--device", "cpu"]
-    code = main([*argv, *flags, "--quiet", "--out", str(out)])
-    return code, capsys.readouterr().out
 
 
 def test_a_bf16_peer_metrics_run_records_and_prints_its_seeded_estimate(tiny_babi, tmp_path, capsys) -> None:
     checkpoint, _, data = tiny_babi
     flags = ("--precision", "bf16", "--fidelity-sample", "4", "--seed", "3")
-    code, out = run_aopc(capsys, checkpoint, data, tmp_path / "bf16", *flags)
+    code, out, _ = run_tiny(capsys, "aopc", checkpoint, data, tmp_path / "bf16", *flags)
     assert code == 0
     record = json.loads((tmp_path / "bf16" / "seed-3" / "result.json").read_text())
     estimate = record["fidelity"]
@@ -222,7 +218,7 @@ def test_a_bf16_peer_metrics_run_records_and_prints_its_seeded_estimate(tiny_bab
     assert "fidelity of bf16 against fp32 on a sample of 4 examples" in out
     assert "identical ranking masks" in out and "ΔAOPC comp" in out and "Δτ-LOO" in out
     # a second run draws the same examples
-    code, _ = run_aopc(capsys, checkpoint, data, tmp_path / "again", *flags)
+    code, _, _ = run_tiny(capsys, "aopc", checkpoint, data, tmp_path / "again", *flags)
     again = json.loads((tmp_path / "again" / "seed-3" / "result.json").read_text())["fidelity"]
     assert code == 0 and again["sample"] == estimate["sample"]
 
@@ -230,7 +226,7 @@ def test_a_bf16_peer_metrics_run_records_and_prints_its_seeded_estimate(tiny_bab
 @pytest.mark.parametrize("flags", [[], ["--precision", "bf16", "--fidelity-sample", "0"]])
 def test_no_peer_metrics_estimate_in_fp32_or_when_turned_off(tiny_babi, tmp_path, capsys, flags) -> None:
     checkpoint, _, data = tiny_babi
-    code, out = run_aopc(capsys, checkpoint, data, tmp_path / "run", *flags)
+    code, out, _ = run_tiny(capsys, "aopc", checkpoint, data, tmp_path / "run", *flags)
     assert code == 0 and "fidelity of" not in out
     assert "fidelity" not in json.loads((tmp_path / "run" / "seed-0" / "result.json").read_text())
 
@@ -250,17 +246,10 @@ def test_p_values_moved_by_a_reduced_precision_show_their_shift() -> None:
     assert estimate["n_examples"] == 4 and estimate["sample"] == [0, 1, 2, 3]
 
 
-def run_masf(capsys, checkpoint, data, out, *flags: str) -> tuple[int, str]:
-    argv = ["masf", "--model", str(checkpoint), "--dataset", "babi-1", "--size", str(data["size"])]
-    argv += ["--test-size", str(data["test_size"]), "--limit", "6", "--device", "cpu"]
-    code = main([*argv, *flags, "--quiet", "--out", str(out)])
-    return code, capsys.readouterr().out
-
-
 def test_a_bf16_masf_run_records_and_prints_its_seeded_estimate(tiny_babi, tmp_path, capsys) -> None:
     checkpoint, _, data = tiny_babi
     flags = ("--precision", "bf16", "--fidelity-sample", "4", "--seed", "2")
-    code, out = run_masf(capsys, checkpoint, data, tmp_path / "bf16", *flags)
+    code, out, _ = run_tiny(capsys, "masf", checkpoint, data, tmp_path / "bf16", *flags)
     assert code == 0
     (result,) = json.loads((tmp_path / "bf16" / "masf.json").read_text())["models"].values()
     estimate = result["fidelity"]
@@ -274,6 +263,6 @@ def test_a_bf16_masf_run_records_and_prints_its_seeded_estimate(tiny_babi, tmp_p
 @pytest.mark.parametrize("flags", [[], ["--precision", "bf16", "--fidelity-sample", "0"]])
 def test_no_masf_estimate_in_fp32_or_when_turned_off(tiny_babi, tmp_path, capsys, flags) -> None:
     checkpoint, _, data = tiny_babi
-    code, out = run_masf(capsys, checkpoint, data, tmp_path / "run", *flags)
+    code, out, _ = run_tiny(capsys, "masf", checkpoint, data, tmp_path / "run", *flags)
     (result,) = json.loads((tmp_path / "run" / "masf.json").read_text())["models"].values()
     assert code == 0 and "fidelity" not in result and "against fp32" not in out

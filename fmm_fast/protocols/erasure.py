@@ -49,21 +49,36 @@ def erase_top(
     return erased
 
 
-def engine_chooser(
-    loaded: LoadedModel, options: BackendOptions, engine: MaskBatchEngine
+def lazy_engine_chooser(
+    engine: MaskBatchEngine, make_gradient_engine: Callable[[], MaskBatchEngine] | None
 ) -> Callable[[Measure], MaskBatchEngine]:
-    """engine_for(measure): `engine`, or for a measure that needs gradients one gradient engine on `loaded`
-    (`options` resolved), made when a measure first asks for it."""
+    """engine_for(measure): `engine`, or for a measure that needs gradients the engine make_gradient_engine()
+    returns, made once, when a measure first asks for it. Without a maker every measure gets `engine` (a
+    measure that needs gradients then says so itself)."""
     made: list[MaskBatchEngine] = []
 
     def engine_for(measure: Measure) -> MaskBatchEngine:
-        if not measure.needs_gradients:
+        if not measure.needs_gradients or make_gradient_engine is None:
             return engine
         if not made:
-            made.append(MaskBatchEngine(gradient_backend(loaded, options), token_budget=engine.token_budget))
+            made.append(make_gradient_engine())
         return made[0]
 
     return engine_for
+
+
+def gradient_engine_maker(
+    loaded: LoadedModel, options: BackendOptions, engine: MaskBatchEngine
+) -> Callable[[], MaskBatchEngine]:
+    """A maker of the gradient engine on `loaded` (`options` resolved), with `engine`'s token budget."""
+    return lambda: MaskBatchEngine(gradient_backend(loaded, options), token_budget=engine.token_budget)
+
+
+def engine_chooser(
+    loaded: LoadedModel, options: BackendOptions, engine: MaskBatchEngine
+) -> Callable[[Measure], MaskBatchEngine]:
+    """lazy_engine_chooser with the gradient engine on `loaded` (gradient_engine_maker)."""
+    return lazy_engine_chooser(engine, gradient_engine_maker(loaded, options, engine))
 
 
 def explain_split(
@@ -292,8 +307,7 @@ class ErasureRun:
         self.engine = engine
         self.out_dir = out_dir
         self.metric = metric
-        self._gradient_engine_factory = gradient_engine
-        self._gradient_engine: MaskBatchEngine | None = None
+        self._engine_for = lazy_engine_chooser(engine, gradient_engine)
         self.progress_factory = progress_factory
         self.mask_id = engine.info.mask_id
         self.state_dir = out_dir / "state"
@@ -324,15 +338,6 @@ class ErasureRun:
     def _save_state(self, name: str, state: dict) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         write_record(self.state_dir / f"{name}.json", state)
-
-    def _engine_for(self, measure: Measure) -> MaskBatchEngine:
-        if not measure.needs_gradients:
-            return self.engine
-        if self._gradient_engine is None:
-            if self._gradient_engine_factory is None:
-                return self.engine  # the measure itself reports that it needs gradients
-            self._gradient_engine = self._gradient_engine_factory()
-        return self._gradient_engine
 
     # -- one curve -----------------------------------------------------------------------------
     def run_measure(self, spec: MeasureSpec, shared: dict[str, dict[str, float]]) -> dict:
@@ -437,9 +442,7 @@ def evaluate_model(
         engine,
         out_dir,
         dataset.metric,
-        gradient_engine=lambda: MaskBatchEngine(
-            gradient_backend(loaded, settings.backend), token_budget=engine.token_budget
-        ),
+        gradient_engine=gradient_engine_maker(loaded, settings.backend, engine),
         progress_factory=progress_factory,
     )
     result = run.run()

@@ -20,6 +20,7 @@ from fmm_fast.core.settings import (
 )
 from fmm_fast.data.options import DataOptions
 from fmm_fast.measures.registry import PAPER_BEAM, measure_names
+from fmm_fast.protocols.erasure import saved_unmasked_scores
 from fmm_fast.protocols.masf.reduction import DEFAULT_SPLIT_COMPONENTS
 from fmm_fast.protocols.masf.statistic import CALIBRATION_METHODS, calibration_variant
 from fmm_fast.protocols.supporting_facts import run_supporting_overlap
@@ -438,14 +439,22 @@ class Study:
         data = DataOptions(plan.dataset, size=plan.size, test_size=plan.test_size)
         measure_plan = [(m, sys.maxsize if n is None else n) for m, n in self.supporting_plan(plan)]
         ks = list(self.scale.supporting_ks)
+        # beam's ranking of the unmasked questions is the evaluation's (same model, questions, seed and gold
+        # label): reused, not searched again (beam is most of this step's cost)
+        beam_evaluation = self.evaluation(plan.dataset, seed, "curves_beam") / f"seed-{seed}"
 
         def run() -> None:
-            run_supporting_overlap(onnx, data, measure_plan, ks, out, seed=seed)
+            beam = saved_unmasked_scores(beam_evaluation, PAPER_BEAM)
+            known = {} if beam is None else {PAPER_BEAM: beam}
+            run_supporting_overlap(onnx, data, measure_plan, ks, out, seed=seed, known_scores=known)
 
         command = (
-            f"python -c 'from fmm_fast.protocols.supporting_facts import run_supporting_overlap; "
+            "python -c 'from fmm_fast.data.options import DataOptions; "
+            "from fmm_fast.protocols.erasure import saved_unmasked_scores; "
+            "from fmm_fast.protocols.supporting_facts import run_supporting_overlap; "
+            f'beam = saved_unmasked_scores("{beam_evaluation}", "{PAPER_BEAM}"); '
             f'run_supporting_overlap("{onnx}", {data!r}, {self.supporting_plan(plan)!r}, {ks}, '
-            f'"{out}", seed={seed})\''
+            f'"{out}", seed={seed}, known_scores={{}} if beam is None else {{"{PAPER_BEAM}": beam}})\''
         )
         names = [m for m, _ in measure_plan]
         return Step(

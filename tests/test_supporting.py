@@ -8,10 +8,12 @@ import json
 import numpy as np
 import pytest
 
+from fmm_fast.cli import main
 from fmm_fast.core.errors import UserError
 from fmm_fast.data.babi import LOCATIONS
 from fmm_fast.data.options import DataOptions
 from fmm_fast.data.tokenization import encode_texts, overlaps_any
+from fmm_fast.protocols.erasure import saved_unmasked_scores
 from fmm_fast.protocols.supporting_facts import (
     chance_overlap,
     overlap_per_example,
@@ -176,6 +178,36 @@ def test_runner_scores_each_measure_once_and_resumes(tiny_model, tmp_path):
     assert rerun["measures"]["loo-abs"]["seconds"] == record["measures"]["loo-abs"]["seconds"]  # not rerun
     with pytest.raises(UserError, match="other settings"):
         run_supporting_overlap(tmp_path / "model", data, plan, [2], out)
+
+
+def test_runner_reuses_an_evaluations_beam_ranking_and_gets_the_same_overlap(tiny_babi, tmp_path):
+    _, onnx_path, data_kwargs = tiny_babi
+    flags = ["--dataset", "babi-1", "--size", str(data_kwargs["size"]), "--test-size", "40"]
+    evaluation = tmp_path / "eval"
+    arguments = ["evaluate", "--model", str(onnx_path), *flags, "--limit", "4", "-m", "beam-sign-2"]
+    assert main([*arguments, "--out", str(evaluation), "--quiet"]) == 0
+    beam = saved_unmasked_scores(evaluation / "seed-0", "beam-sign-2")
+    assert beam is not None and len(beam) == 4
+    assert saved_unmasked_scores(evaluation / "seed-0", "loo-abs") is None  # not run there
+    data = DataOptions("babi-1", **data_kwargs)
+    plan = [("beam-sign-2", 3)]
+
+    searched = run_supporting_overlap(onnx_path, data, plan, [1, 3], tmp_path / "searched.json")
+    known = {"beam-sign-2": beam}
+    reused = run_supporting_overlap(
+        onnx_path, data, plan, [1, 3], tmp_path / "reused.json", known_scores=known
+    )
+    entries = searched["measures"]["beam-sign-2"], reused["measures"]["beam-sign-2"]
+    assert [e["reused"] for e in entries] == [False, True]
+    for field in ("n_examples", "overlap", "chance", "plausibility"):
+        assert entries[0][field] == entries[1][field]
+
+    other = {"beam-sign-2": [np.zeros(len(s) + 1) for s in beam]}
+    with pytest.raises(UserError, match="do not fit the test examples"):
+        run_supporting_overlap(onnx_path, data, plan, [1], tmp_path / "other.json", known_scores=other)
+    few = {"beam-sign-2": beam[:2]}  # covering fewer examples than the plan: explained again
+    again = run_supporting_overlap(onnx_path, data, plan, [1, 3], tmp_path / "few.json", known_scores=few)
+    assert again["measures"]["beam-sign-2"]["reused"] is False
 
 
 @pytest.mark.parametrize(

@@ -276,6 +276,22 @@ MEASURE_STATE = {
 }
 
 
+def measure_state_path(out_dir: Path, name: str) -> Path:
+    """Where the one-process erasure run in `out_dir` (an evaluation's seed directory) keeps a measure's
+    state ("shared": the points every measure shares)."""
+    return out_dir / "state" / f"{name}.json"
+
+
+def saved_unmasked_scores(out_dir: Path, measure: str) -> list[np.ndarray] | None:
+    """The scores a non-recursive measure gave the unmasked inputs in the erasure run in `out_dir`, one
+    (T_i,) float64 array per example, of the gold label: its fixed ranking, what explaining the unmasked
+    split gives. None when that run saved none (a recursive measure, one it did not run, a sharded run)."""
+    state = read_state(measure_state_path(out_dir, measure), MEASURE_STATE)
+    if state is None or state["fixed_scores"] is None:
+        return None
+    return [np.asarray(scores, dtype=np.float64) for scores in state["fixed_scores"]]
+
+
 def fits_split(state: dict, split: EncodedSplit) -> bool:
     """Whether a measure's saved state describes `split`'s examples: one list of masked positions per
     example, each inside its example, fixed scores (if any) one per token, at most one curve point per
@@ -310,7 +326,6 @@ class ErasureRun:
         self._engine_for = lazy_engine_chooser(engine, gradient_engine)
         self.progress_factory = progress_factory
         self.mask_id = engine.info.mask_id
-        self.state_dir = out_dir / "state"
         if engine.info.num_labels <= int(split.labels.max(initial=0)):
             raise UserError(
                 f"the model has {engine.info.num_labels} labels but the dataset uses label index "
@@ -329,15 +344,16 @@ class ErasureRun:
 
         Which run the states belong to is settled by the directory's run marker (claim_directory).
         """
-        path = self.state_dir / f"{name}.json"
+        path = measure_state_path(self.out_dir, name)
         if name == "shared":
             num_labels = self.engine.info.num_labels
             return read_state(path, SHARED_STATE, lambda state: len(state["r0_predicted"]) == num_labels)
         return read_state(path, MEASURE_STATE, lambda state: fits_split(state, self.split))
 
     def _save_state(self, name: str, state: dict) -> None:
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        write_record(self.state_dir / f"{name}.json", state)
+        path = measure_state_path(self.out_dir, name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_record(path, state)
 
     # -- one curve -----------------------------------------------------------------------------
     def run_measure(self, spec: MeasureSpec, shared: dict[str, dict[str, float]]) -> dict:

@@ -12,7 +12,7 @@ AUPRC against the same tokens (fmm_fast.protocols.plausibility).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -104,12 +104,16 @@ def run_supporting_overlap(
     ks: Sequence[int],
     out: Path,
     seed: int = 0,
+    known_scores: Mapping[str, Sequence[np.ndarray]] | None = None,
 ) -> dict:
     """Supporting-fact overlap of several measures on the first test examples; resumable.
 
     plan: (measure, number of test examples) pairs, e.g. [("loo-abs", 100), ("beam-sign-10", 10)]; each
     measure explains the unmasked inputs once (gold-label logit). ks: the k values to report. The record
     is rewritten to `out` (JSON) after every measure, and a rerun skips measures already there.
+    known_scores: a measure's scores of the first test examples (one (T_i,) array each) that the same
+    model, data and seed already gave, e.g. an evaluation's beam ranking (saved_unmasked_scores): used
+    instead of explaining again when they cover the measure's examples.
     """
     if not plan:
         raise UserError("the overlap plan names no measure; pass e.g. [('loo-abs', 100)]")
@@ -135,7 +139,12 @@ def run_supporting_overlap(
         done = record["measures"].get(measure)
         if done is not None and done["n_examples"] == len(subset):
             continue
-        record["measures"][measure] = _measure_overlap(loaded, subset, specs[measure], ks, seed)
+        known = (known_scores or {}).get(measure)
+        if known is not None and len(known) >= len(subset):
+            scores = _fitted(known[: len(subset)], subset, measure)
+            record["measures"][measure] = _overlap(subset, scores, ks, seconds=0.0, reused=True)
+        else:
+            record["measures"][measure] = _measure_overlap(loaded, subset, specs[measure], ks, seed)
         write_record(out, record)
     return record
 
@@ -157,6 +166,16 @@ def _load_record(out: Path, settings: dict) -> dict:
     return {"kind": "supporting-overlap", "settings": settings, "measures": {}, "versions": versions()}
 
 
+def _fitted(scores: Sequence[np.ndarray], subset: EncodedSplit, measure: str) -> list[np.ndarray]:
+    """Known scores, checked to hold one score per token of each example of `subset`."""
+    if [len(s) for s in scores] != [len(ids) for ids in subset.input_ids]:
+        raise UserError(
+            f"the known scores of {measure} do not fit the test examples (other lengths): they come from "
+            "another model or data; leave them out to explain again"
+        )
+    return [np.asarray(s, dtype=np.float64) for s in scores]
+
+
 def _measure_overlap(
     loaded: LoadedModel,
     subset: EncodedSplit,
@@ -168,6 +187,14 @@ def _measure_overlap(
     started = time.perf_counter()
     explanations = explain_encoded(loaded, subset, measure, seed)
     scores = [np.asarray(e.scores, dtype=np.float64) for e in explanations]
+    return _overlap(subset, scores, ks, seconds=time.perf_counter() - started, reused=False)
+
+
+def _overlap(
+    subset: EncodedSplit, scores: list[np.ndarray], ks: Sequence[int], seconds: float, reused: bool
+) -> dict:
+    """One measure's record: its overlap and the chance level at every k, plausibility, the time spent
+    explaining, and whether the scores were known (reused) rather than explained here."""
     return {
         "n_examples": len(subset),
         "overlap": {str(k): supporting_overlap(scores, subset.supporting, subset.explained, k) for k in ks},
@@ -176,5 +203,6 @@ def _measure_overlap(
         "plausibility": plausibility(scores, subset.supporting, subset.explained, list(ks)),
         "supporting_tokens_mean": float(np.mean([np.count_nonzero(s) for s in subset.supporting])),
         "explained_tokens_mean": float(np.mean([np.count_nonzero(e) for e in subset.explained])),
-        "seconds": time.perf_counter() - started,
+        "seconds": seconds,
+        "reused": reused,
     }

@@ -181,6 +181,7 @@ SCALES = {
             )
             for babi, epochs in (("babi-1", 2), ("babi-2", 20))
         ),
+        roar=RoarPlan(steps=5),  # 20% steps: half the 10% steps' cost (see above)
     ),
     # The paper's data sizes and epochs (method.md §2; movie-snippets takes the registry's 10), its learning
     # rate for the pretrained model, the whole test split everywhere.
@@ -468,18 +469,21 @@ class Study:
 
     def roar_step(self, plan: DatasetPlan, seed: int) -> Step:
         """Recursive ROAR of the scale's RoarPlan with plain retraining (the reference's) on the chain's
-        data, recipe and precision; its step-0 model is its own. Without --workers: the chain may itself be
-        a Ray task. It resumes step by step, and adds measures the plan gained."""
+        data, recipe and precision. Its step-0 model is the chain's plain model when ROAR trains for the
+        chain's epochs (the same training: taken, not trained again). Without --workers: the chain may
+        itself be a Ray task. It resumes step by step, and adds measures the plan gained."""
         roar = self.scale.roar
         out = self.roar_dir(plan.dataset, seed)
         epochs = roar.epochs_for(plan)
+        step0 = [self.train_dir(plan.dataset, "plain", seed)] if epochs == plan.epochs else []
         argv = ["roar", *plan.data_arguments(), "--model", plan.model, "--strategy", "plain"]
         argv += ["--seed", str(seed), "--epochs", str(epochs), "--lr", str(plan.lr)]
         argv += ["--steps", str(roar.steps), *(a for measure in roar.measures for a in ("-m", measure))]
+        argv += [*(a for path in step0 for a in ("--step0", str(path)))]
         argv += ["--out", str(out), *self.recipe_arguments(plan)]
         settings = RoarSettings(
             plan.data(), plan.model, roar.measures, (seed,), "plain", steps=roar.steps, epochs=epochs,
-            lr=plan.lr, layers=plan.layers, width=plan.width,
+            lr=plan.lr, layers=plan.layers, width=plan.width, step0_trainings=tuple(map(str, step0)),
             backend=BackendOptions(precision=self.scale.train_precision),
         )  # fmt: skip
         return Step(

@@ -10,6 +10,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,7 @@ from fmm_fast.backends.engine import MaskBatchEngine
 from fmm_fast.backends.loading import load_model
 from fmm_fast.backends.options import BackendOptions
 from fmm_fast.cli import main
+from fmm_fast.core.errors import UserError
 from fmm_fast.core.records import read_record
 from fmm_fast.core.settings import RoarSettings
 from fmm_fast.data.base import SPLIT_NAMES
@@ -31,6 +33,7 @@ from fmm_fast.protocols.roar import chain as chain_module
 from fmm_fast.protocols.roar.explaining import example_ids
 from fmm_fast.protocols.roar.masking import load_arrays
 from fmm_fast.protocols.roar.run import RoarRun, load_data, seed_data
+from fmm_fast.training.train import train
 
 TINY = {"epochs": 4, "lr": 5e-3, "batch_size": 8, "layers": 1, "width": 32, "backend": BackendOptions("cpu")}
 STEPS = 3
@@ -139,6 +142,34 @@ def test_an_identical_dataset_reuses_its_model(tmp_path) -> None:
     assert not first["trained"] and first["reused_from"] == "seed-0/step-000"
     assert result["seeds"]["0"]["curves"]["rand"][1] == result["seeds"]["0"]["curves"]["rand"][0]
     assert result["cost"]["trainings"] == 2 + 2  # step 0, ratio 1, ratios 1/2 and 3/4
+
+
+def test_a_finished_training_with_the_same_recipe_is_taken_as_step_0(tmp_path) -> None:
+    settings = RoarSettings(keyword_data(tmp_path), measures=("rand",), steps=2, erasure=False, **TINY)
+    training = tmp_path / "train"
+    train(settings.training(0), training, progress=False)
+    own = RoarRun(settings, tmp_path / "own", progress=False).run()
+    given = replace(settings, step0_trainings=(str(training),))
+    taken = RoarRun(given, tmp_path / "taken", progress=False).run()
+    records = [
+        read_record(tmp_path / out / "seed-0" / "step-000" / "record.json") for out in ("own", "taken")
+    ]
+    assert records[0]["trained"] and records[0]["reused_from"] is None
+    assert not records[1]["trained"] and records[1]["reused_from"] == str(training.resolve())
+    assert records[1]["seconds"]["train"] == 0.0 and records[1]["passes"] == {"forward": 0, "backward": 0}
+    assert records[0]["model"]["sha256"] == records[1]["model"]["sha256"]  # the model it would have trained
+    curves = [run["seeds"]["0"]["curves"]["rand"] for run in (own, taken)]
+    assert curves[0] == curves[1] and curves[0][0] > curves[0][-1]  # a model that learned, the same curve
+    assert taken["cost"]["trainings"] == own["cost"]["trainings"] - 1
+
+    other = replace(settings, lr=1e-3, step0_trainings=(str(training),))
+    with pytest.raises(UserError, match=r"was not trained as this run's step 0 \(lr \(0\.005 → 0\.001\)"):
+        RoarRun(other, tmp_path / "other", progress=False).run()
+    with pytest.raises(UserError, match="trained with seed 0: give one training per --seed of this run"):
+        RoarRun(replace(given, seeds=(1,)), tmp_path / "other", progress=False).run()
+    with pytest.raises(UserError, match="is not a finished `fmm-fast train` output"):
+        RoarRun(replace(settings, step0_trainings=(str(tmp_path),)), tmp_path / "other").run()
+    assert not (tmp_path / "other").exists()  # refused before any work
 
 
 def test_non_recursive_ranks_once_with_the_step0_model(tmp_path, monkeypatch) -> None:

@@ -79,6 +79,13 @@ def roar(
     erasure: bool = typer.Option(
         True, help="Also the no-retraining recursive erasure of the step-0 model on the test split."
     ),
+    step0: list[Path] = typer.Option(
+        [],
+        "--step0",
+        help="A finished `fmm-fast train` output (its --out) to take as a seed's step-0 model instead of "
+        "training it again; it must have been trained with this run's data and recipe and --strategy, for "
+        "one of its seeds. Repeat for several seeds.",
+    ),
     overwrite: OverwriteOption = False,
     quiet: QuietOption = False,
     *,
@@ -107,6 +114,7 @@ def roar(
             recursive=recursive,
             steps=steps,
             erasure=erasure,
+            step0_trainings=tuple(str(path) for path in step0),
             **training,
             measure_options=parse_measure_options(measure_option),
             engine=engine,

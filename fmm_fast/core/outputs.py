@@ -133,7 +133,7 @@ def check_directory(
     another run without --overwrite, a run of another kind, or files without a marker. Reads only: nothing
     is created or changed.
     """
-    fields = _as_recorded(fields)
+    fields = as_recorded(fields)
     if directory.exists() and not directory.is_dir():
         raise UserError(f"output path {directory} is a file; choose a directory")
     if not directory.is_dir() or not _occupants(directory):
@@ -196,7 +196,7 @@ def claim_directory(
     else:
         remove_owned(directory, files)
     listed = list(dict.fromkeys([*(marker or {}).get("files", []), *files]))
-    wanted = {"kind": kind, "fields": _as_recorded(fields), "files": listed}
+    wanted = {"kind": kind, "fields": as_recorded(fields), "files": listed}
     if marker != wanted:
         write_record(ensure_writable(directory) / RUN_MARKER, wanted)
 
@@ -215,7 +215,7 @@ def holds_run(directory: Path, kind: str, fields: dict[str, Any]) -> bool:
     marker = read_marker(directory) if directory.is_dir() else None
     if marker is None or marker["kind"] != kind:
         return False
-    return not differences(marker["fields"], _as_recorded(fields))
+    return not differences(marker["fields"], as_recorded(fields))
 
 
 def finished_run(directory: Path, kind: str, fields: dict[str, Any]) -> bool:
@@ -250,7 +250,7 @@ def _with_staging(names: Sequence[str]) -> set[str]:
     return {*names, *(f".{name}.tmp" for name in [*names, RUN_MARKER])}
 
 
-def _as_recorded(fields: dict[str, Any]) -> dict[str, Any]:
+def as_recorded(fields: dict[str, Any]) -> dict[str, Any]:
     """The fields as the marker gives them back (tuples become lists), so equal runs compare equal."""
     return json.loads(json.dumps(fields))
 

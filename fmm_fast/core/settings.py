@@ -344,10 +344,12 @@ class RoarSettings(ResolvedMeasures, ResumableSettings):
     the curve's ratios are j/K, j = 0..K. recursive False: every step's ranking comes from the step-0 model
     on the unmasked data. strategy, epochs, batch_size, lr, max_steps, layers, width: every training's (see
     TrainSettings). erasure: also the no-retraining recursive erasure of the step-0 model on the test split.
-    data.limit keeps the first N test examples. backend.precision: what every training's forward passes
-    run in, resolved as TrainSettings resolves it; the explanations and the erasure run in fp32
+    step0_trainings: finished `fmm-fast train` outputs, each taken as step 0 of the seed it was trained for
+    instead of training that model again (it must have training(seed)'s settings: the model this run would
+    train). data.limit keeps the first N test examples. backend.precision: what every training's forward
+    passes run in, resolved as TrainSettings resolves it; the explanations and the erasure run in fp32
     (explaining_backend). The fingerprint leaves out the measures, the seeds and `erasure` (a rerun may add
-    measures or seeds; each (seed, measure) has its own steps), the engine and the device.
+    measures or seeds; each (seed, measure) has its own steps), step0_trainings, the engine and the device.
     """
 
     data: DataOptions
@@ -364,6 +366,7 @@ class RoarSettings(ResolvedMeasures, ResumableSettings):
     layers: int = 2
     width: int = 64
     erasure: bool = True
+    step0_trainings: tuple[str, ...] = ()
     measure_options: dict[str, int] = field(default_factory=dict)
     engine: EngineOptions = field(default_factory=EngineOptions)
     backend: BackendOptions = field(default_factory=BackendOptions)
@@ -419,5 +422,5 @@ class RoarSettings(ResolvedMeasures, ResumableSettings):
 
     def fingerprint_fields(self) -> dict[str, Any]:
         fields = super().fingerprint_fields()
-        del fields["measures"], fields["seeds"], fields["erasure"]
+        del fields["measures"], fields["seeds"], fields["erasure"], fields["step0_trainings"]
         return fields

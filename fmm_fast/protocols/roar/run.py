@@ -4,16 +4,26 @@ every measure (here, or on Ray workers), the no-retraining erasure of the step-0
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 from fmm_fast.backends.engine import MaskBatchEngine
 from fmm_fast.backends.loading import load_model
-from fmm_fast.core.outputs import claim_directory, finish_run
+from fmm_fast.core.errors import UserError
+from fmm_fast.core.outputs import (
+    RUN_MARKER,
+    as_recorded,
+    claim_directory,
+    differences,
+    finish_run,
+    read_marker,
+    remove_owned,
+)
 from fmm_fast.core.progress import progress_bar
 from fmm_fast.core.reading import read_checked
-from fmm_fast.core.records import Stopwatch, write_record
+from fmm_fast.core.records import Stopwatch, read_record, write_record
 from fmm_fast.core.settings import EvaluationSettings, RoarSettings
 from fmm_fast.data.base import SPLIT_NAMES, TextDataset
 from fmm_fast.data.tokenization import encode_split
@@ -27,6 +37,7 @@ from fmm_fast.protocols.roar.steps import (
     LOGS,
     MODEL_DIR,
     model_for,
+    not_trained_here,
     read_step,
     seed_dir,
     step_name,
@@ -60,20 +71,74 @@ def seed_data(settings: RoarSettings, out: Path, seed: int, dataset: TextDataset
     return SeedData(dataset, encoded, loaded.info.mask_id, step0)
 
 
+def step_zero_sources(settings: RoarSettings) -> dict[int, Path]:
+    """The seed each of settings.step0_trainings is step 0 of; UserError (before any work) for one that is
+    not a finished `fmm-fast train` output with a seed's step-0 settings, naming what differs."""
+    sources: dict[int, Path] = {}
+    for path in map(Path, settings.step0_trainings):
+        marker = read_marker(path) if path.is_dir() else None
+        if marker is None or marker["kind"] != "train" or marker.get("finished") is not True:
+            raise UserError(
+                f"--step0 {path} is not a finished `fmm-fast train` output; give the --out of one that "
+                "finished, or leave it out (step 0 is then trained)"
+            )
+        seed = marker["fields"].get("seed")
+        if seed not in settings.seeds or seed in sources:
+            raise UserError(
+                f"--step0 {path} was trained with seed {seed}: give one training per --seed of this run "
+                f"({', '.join(map(str, settings.seeds))})"
+            )
+        found = differences(marker["fields"], as_recorded(settings.training(seed).fingerprint_fields()))
+        if found:
+            raise UserError(
+                f"--step0 {path} was not trained as this run's step 0 ({', '.join(found[:3])}); train it "
+                "with the same data and recipe, or leave it out"
+            )
+        sources[seed] = path
+    return sources
+
+
+def copy_training(source: Path, directory: Path) -> None:
+    """Copy the finished training `source` (its marker and what the marker lists) to `directory`, in place
+    of what an interrupted training there left."""
+    remove_owned(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    marker = read_marker(source) or {}
+    for name in [RUN_MARKER, *marker.get("files", [])]:
+        if (source / name).is_dir():
+            shutil.copytree(source / name, directory / name)
+        else:
+            shutil.copy2(source / name, directory / name)
+
+
 def train_step_zero(
-    settings: RoarSettings, out: Path, seed: int, dataset: TextDataset, progress: bool
+    settings: RoarSettings,
+    out: Path,
+    seed: int,
+    dataset: TextDataset,
+    progress: bool,
+    source: Path | None = None,
 ) -> None:
-    """Fine-tune the step-0 model on the unmasked data (its tokenizer tokenizes every later step's data)."""
+    """Fine-tune the step-0 model on the unmasked data (its tokenizer tokenizes every later step's data),
+    or copy `source`, a finished training with the same settings (step_zero_sources), in its place."""
     from fmm_fast.training.train import train  # PyTorch: imported on use
 
     directory = seed_dir(out, seed) / step_name(0.0)
     if read_step(directory) is not None:
         return
-    run = train(settings.training(seed), directory, progress=progress, dataset=dataset)
+    if source is None:
+        run = train(settings.training(seed), directory, progress=progress, dataset=dataset)
+        model = trained_block(out, run, directory, dataset.metric)
+    else:
+        copy_training(source, directory)
+        run = read_record(directory / RUN_FILE)
+        model = {
+            **trained_block(out, run, directory, dataset.metric),
+            **not_trained_here(str(source.resolve())),
+        }
     data = seed_data(settings, out, seed, dataset)
     masked = unmasked(data.encoded)
     digest = dataset_digest(masked, data.encoded)
-    model = trained_block(out, run, directory, dataset.metric)
     nothing = {"explain": 0.0, "mask": 0.0}
     record = step_record(
         seed, None, 0.0, digest, masked, data.encoded, data.mask_id, dataset.metric, model, Passes(), nothing
@@ -135,6 +200,7 @@ class RoarRun:
     def run(self, overwrite: bool = False, chain_runner: ChainRunner | None = None) -> dict:
         settings, out = self.settings, self.out
         owned = [RESULT, LOGS, *(seed_dir(out, seed).name for seed in settings.seeds)]
+        step0_sources = step_zero_sources(settings)
         claim_directory(out, "roar", settings.fingerprint_fields(), overwrite, files=owned)
         dataset = load_data(settings)
         chains = [(seed, spec) for seed in settings.seeds for spec in settings.specs]  # rand first
@@ -143,7 +209,7 @@ class RoarRun:
         data = {}
         for seed in settings.seeds:
             self.phase(seed, "-", step_name(0.0), "train")
-            train_step_zero(settings, out, seed, dataset, self.progress)
+            train_step_zero(settings, out, seed, dataset, self.progress, step0_sources.get(seed))
             data[seed] = seed_data(settings, out, seed, dataset)
             self.bar.update(1)
             self.phase(seed, "-", step_name(1.0), "train")

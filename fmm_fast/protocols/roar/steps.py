@@ -103,10 +103,7 @@ def model_for(
             "model": record["model"],
             "test_metric": record["test_metric"],
             "validation_metric": record["validation_metric"],
-            "seconds": {"train": 0.0, "evaluate": 0.0},
-            "passes": Passes().as_dict(),
-            "trained": False,
-            "reused_from": relative(out, where),
+            **not_trained_here(relative(out, where)),
         }
     run = train(
         settings.training(seed),
@@ -117,6 +114,17 @@ def model_for(
     )
     check_tokenizer(out, seed, train_dir / MODEL_DIR)
     return trained_block(out, run, train_dir, dataset.metric)
+
+
+def not_trained_here(source: str) -> dict[str, Any]:
+    """The cost fields of a model block whose model this run did not train: it took it from `source` (a
+    step folder relative to OUT, or a training's absolute path)."""
+    return {
+        "seconds": {"train": 0.0, "evaluate": 0.0},
+        "passes": Passes().as_dict(),
+        "trained": False,
+        "reused_from": source,
+    }
 
 
 def trained_block(out: Path, run: dict[str, Any], train_dir: Path, metric: str) -> dict[str, Any]:

@@ -504,9 +504,10 @@ class Study:
         if roar or self.roar_root.is_dir():
             inputs.append(self.roar_root)
         argv = ["report", *map(str, inputs), "--out", str(self.report_dir)]
-        # Always rerun: it is cheap and must see every evaluation.
+        # Always rerun, afresh: it is cheap and must see every evaluation (and the ROAR runs, once a study
+        # reported without them has run them: another report's inputs, which `fmm-fast report` refuses).
         return Step("report", self.shown(argv), fmm_fast_command(argv), self.report_dir,
-                    complete=lambda _: False)  # fmt: skip
+                    complete=lambda _: False, clear=(self.report_dir,))  # fmt: skip
 
     def shown(self, argv: list[str]) -> str:
         return "fmm-fast " + " ".join(argv)

@@ -109,10 +109,11 @@ def test_a_roar_result_missing_a_planned_measure_is_redone_by_resuming(bench, tm
     from reproduce_plan import DatasetPlan, RoarPlan, Scale, Study
     from reproduce_steps import Timings, run_steps
 
+    # ROAR's 1 epoch, not the plan's 2: it trains its own step 0 (no chain training runs before it here)
     plan = DatasetPlan(
         "babi-1", TINY_ROBERTA, epochs=2, lr=1e-3, size=120, test_size=20, eval_limit=2, beam_limit=1,
         masf_limit=4, layers=1, width=32,
-    )  # fmt: skip  (ROAR's 1 epoch: it trains its own step 0, no chain training before it here)
+    )  # fmt: skip
 
     def roar_step(*measures: str):
         study = Study(Scale("test", (0,), (plan,), roar=RoarPlan(measures, steps=2, epochs=1)), tmp_path)
@@ -139,6 +140,27 @@ def test_a_roar_result_missing_a_planned_measure_is_redone_by_resuming(bench, tm
     result["complete"] = False
     (out / "result.json").write_text(json.dumps(result))
     assert not more.done()
+
+
+def test_the_report_step_replaces_a_report_of_other_inputs(bench, tmp_path) -> None:
+    """A study reported without ROAR, which then ran it: the report's inputs changed, and `fmm-fast
+    report` refuses a directory claimed with other inputs, so the step clears its own report first."""
+    from reproduce_plan import SCALES, Study
+
+    from fmm_fast.core.outputs import claim_directory, read_marker
+    from fmm_fast.report.write import report_fields
+
+    study = Study(SCALES["tiny"], tmp_path)
+    earlier = study.report_dir
+    earlier.mkdir(parents=True)
+    claim_directory(earlier, "report", report_fields([tmp_path / "evaluate"]), files=["report.json"])
+    (earlier / "report.json").write_text("{}")
+    (earlier / "notes.txt").write_text("mine")  # not the report's: kept
+    step = study.report_step(roar=True)
+    assert str(tmp_path / "roar") in step.command and not step.done()
+    step.prepare()
+    assert read_marker(earlier) is None and not (earlier / "report.json").exists()
+    assert (earlier / "notes.txt").read_text() == "mine"
 
 
 def test_the_tables_say_how_to_run_roar_where_it_did_not_run(bench, tmp_path) -> None:

@@ -34,10 +34,10 @@ reduction), is redone.
 --masf-only trains and exports only the plain and masked models and runs MaSF: README-masf.md holds
 tables (c) and (e). A later run without it, into the same folder, reuses all of that.
 
---no-roar leaves out step 5 (its cost dominates every scale but tiny: 20 trainings per chain, ESTIMATED
-at about 25 min to 2 h per chain at the small scale, 4-6 h per bAbI-1 chain and about 44 h per bAbI-2
-chain at medium on one core; see reproduce_plan.py): table (f) then says how to run it. --masf-only
-leaves it out too.
+--no-roar leaves out step 5 (its cost dominates every scale but tiny: 2K trainings per chain at K steps,
+ESTIMATED at about 25 min to 2 h per chain at the small scale; at medium, K = 5, MEASURED 89 min for a
+bAbI-1 chain and ESTIMATED about 18 h for a bAbI-2 chain, on one core; see reproduce_plan.py): table (f)
+then says how to run it. --masf-only leaves it out too.
 
 --train-precision bf16 (or auto) trains every model with `fmm-fast train --precision`, resolved here once
 (bf16 where the CPU or GPU runs it natively); the folder gets a -train-bf16 suffix, so the study never

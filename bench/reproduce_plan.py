@@ -168,9 +168,10 @@ SCALES = {
     # epochs (bf16, 5.9 min per epoch: validation 50.5% after one, 61.7% after four, 71.0% after six, still
     # rising), so it takes the paper's 20 epochs here: a job for a GPU, not yet run. Curves on 100 test
     # questions, beam on 20, MaSF on 300 calibrated on the whole validation split (2,000).
-    # ROAR (ESTIMATE; bAbI-1 trainings took 6-12 min in bf16, bAbI-2 about 2 h at 20 epochs; grad-l2 explains
-    # 11,000 questions per step: 12 min on bAbI-1, about 25 on bAbI-2): per seed 4-6 h on bAbI-1 (3 seeds
-    # 12-18 h) and about 44 h on bAbI-2 (3 seeds 5-6 days): bAbI-2's is a GPU job (or --no-roar).
+    # ROAR at 20% steps (half the 10% steps' cost). MEASURED on bAbI-1 seed 0 (one core, the other busy): 89
+    # min, of which 10 trainings of 2 epochs in bf16 65 min, grad-l2 on 11,000 questions 3.8-4.0 min per step,
+    # the no-retraining erasure 6.6 min; with the chain's plain model as step 0 (--step0) one training less.
+    # bAbI-2 (ESTIMATE): 9 trainings of about 2 h at 20 epochs, about 18 h per seed: a GPU job (or --no-roar).
     "medium": Scale(
         "medium",
         seeds=(0, 1, 2),

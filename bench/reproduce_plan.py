@@ -447,17 +447,16 @@ class Study:
         beam_evaluation = self.evaluation(plan.dataset, seed, "curves_beam") / f"seed-{seed}"
 
         def run() -> None:
-            beam = saved_unmasked_scores(beam_evaluation, PAPER_BEAM)
-            known = {} if beam is None else {PAPER_BEAM: beam}
+            known = {PAPER_BEAM: saved_unmasked_scores(beam_evaluation, PAPER_BEAM)}
             run_supporting_overlap(onnx, data, measure_plan, ks, out, seed=seed, known_scores=known)
 
         command = (
             "python -c 'from fmm_fast.data.options import DataOptions; "
             "from fmm_fast.protocols.erasure import saved_unmasked_scores; "
             "from fmm_fast.protocols.supporting_facts import run_supporting_overlap; "
-            f'beam = saved_unmasked_scores("{beam_evaluation}", "{PAPER_BEAM}"); '
+            f'known = {{"{PAPER_BEAM}": saved_unmasked_scores("{beam_evaluation}", "{PAPER_BEAM}")}}; '
             f'run_supporting_overlap("{onnx}", {data!r}, {self.supporting_plan(plan)!r}, {ks}, '
-            f'"{out}", seed={seed}, known_scores={{}} if beam is None else {{"{PAPER_BEAM}": beam}})\''
+            f'"{out}", seed={seed}, known_scores=known)\''
         )
         names = [m for m, _ in measure_plan]
         return Step(

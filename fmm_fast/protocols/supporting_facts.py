@@ -104,7 +104,7 @@ def run_supporting_overlap(
     ks: Sequence[int],
     out: Path,
     seed: int = 0,
-    known_scores: Mapping[str, Sequence[np.ndarray]] | None = None,
+    known_scores: Mapping[str, Sequence[np.ndarray] | None] | None = None,
 ) -> dict:
     """Supporting-fact overlap of several measures on the first test examples; resumable.
 
@@ -112,8 +112,8 @@ def run_supporting_overlap(
     measure explains the unmasked inputs once (gold-label logit). ks: the k values to report. The record
     is rewritten to `out` (JSON) after every measure, and a rerun skips measures already there.
     known_scores: a measure's scores of the first test examples (one (T_i,) array each) that the same
-    model, data and seed already gave, e.g. an evaluation's beam ranking (saved_unmasked_scores): used
-    instead of explaining again when they cover the measure's examples.
+    model, data and seed already gave, e.g. an evaluation's beam ranking (saved_unmasked_scores; None:
+    none saved): used instead of explaining again when they cover the measure's examples.
     """
     if not plan:
         raise UserError("the overlap plan names no measure; pass e.g. [('loo-abs', 100)]")

@@ -118,14 +118,15 @@ def train_step_zero(
     dataset: TextDataset,
     progress: bool,
     source: Path | None = None,
-) -> None:
-    """Fine-tune the step-0 model on the unmasked data (its tokenizer tokenizes every later step's data),
-    or copy `source`, a finished training with the same settings (step_zero_sources), in its place."""
+) -> SeedData:
+    """Fine-tune the step-0 model on the unmasked data, or copy `source`, a finished training with the same
+    settings (step_zero_sources), in its place, unless an earlier run finished it. Returns the seed's data
+    tokenized by that model (its tokenizer tokenizes every later step's data)."""
     from fmm_fast.training.train import train  # PyTorch: imported on use
 
     directory = seed_dir(out, seed) / step_name(0.0)
     if read_step(directory) is not None:
-        return
+        return seed_data(settings, out, seed, dataset)
     if source is None:
         run = train(settings.training(seed), directory, progress=progress, dataset=dataset)
         model = trained_block(out, run, directory, dataset.metric)
@@ -144,6 +145,7 @@ def train_step_zero(
         seed, None, 0.0, digest, masked, data.encoded, data.mask_id, dataset.metric, model, Passes(), nothing
     )
     write_step(directory, record)
+    return data
 
 
 def train_fully_masked(settings: RoarSettings, out: Path, seed: int, data: SeedData, progress: bool) -> None:
@@ -209,8 +211,7 @@ class RoarRun:
         data = {}
         for seed in settings.seeds:
             self.phase(seed, "-", step_name(0.0), "train")
-            train_step_zero(settings, out, seed, dataset, self.progress, step0_sources.get(seed))
-            data[seed] = seed_data(settings, out, seed, dataset)
+            data[seed] = train_step_zero(settings, out, seed, dataset, self.progress, step0_sources.get(seed))
             self.bar.update(1)
             self.phase(seed, "-", step_name(1.0), "train")
             train_fully_masked(settings, out, seed, data[seed], self.progress)

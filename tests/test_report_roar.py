@@ -13,6 +13,7 @@ from test_report import cell, write_result
 from fmm_fast.cli import main
 from fmm_fast.core.records import read_record, write_record
 from fmm_fast.protocols.curve_stats import RATIOS, acu_racu
+from fmm_fast.report.load import read_results
 
 # rand falls linearly from 0.9 to 0.5: ∫ (b − b(1)) dr = ½ · 0.4 · 1 = 0.2, exact under the trapezoid rule.
 RAND = 0.9 - 0.4 * RATIOS
@@ -46,6 +47,7 @@ STEP0_SCORES = {
     "loo-abs": [0.5] * 3,
 }
 MASKED_SCORES = {"rand": [0.0] * 3, "grad-l2": [0.40, 0.41, 0.45], "loo-sign": [0.3, 0.3, 0.4]}
+MASKED_SCORES_0 = {name: (values[0], values[0]) for name, values in MASKED_SCORES.items()}
 COST = {
     "trainings": 28,
     "forward_passes": 123456,
@@ -240,6 +242,75 @@ def test_roar_beside_no_retraining(tmp_path: Path, capsys):
     assert raw["non_finite"]["/cost/1/backward_passes"] == "nan"
 
 
+# Below rand by ZIGZAG_DEPTH at 10, 30, …, 90% only: between the ratios of a 5-step ROAR run.
+ZIGZAG_DEPTH = 0.04
+ZIGZAG = RAND - ZIGZAG_DEPTH * (np.arange(len(RATIOS)) % 2)
+
+
+def zigzag_erasures(paths: list[Path]) -> None:
+    """Give every measure of these evaluate results the ZIGZAG curve (rand: RAND)."""
+    for path in paths:
+        data = read_record(path)
+        for name, curves in data["curves"].items():
+            curves["accuracy"] = (RAND if name == "rand" else ZIGZAG).tolist()
+        write_record(path, data)
+
+
+def test_evaluation_read_at_a_subset_of_its_ratios(tmp_path: Path):
+    zigzag_erasures([write_result(tmp_path, "movie-snippets", "masked", 0, MASKED_SCORES_0, unmasked=0.9)])
+    [result] = read_results([tmp_path]).evaluations
+    assert result.at_ratios(RATIOS) is result
+    assert result.at_ratios(np.arange(4) / 3) is None  # thirds are not on the 10% grid
+    # Trapezoids 0–0.1–0.2–1: the gap d at 0.1 counts in two of width 0.1, rand's area stays 0.2 (linear).
+    sparse = result.at_ratios(np.array([0.0, 0.1, 0.2, 1.0]))
+    grad = sparse.measures["grad-l2"]
+    assert (
+        sparse.ratios.tolist() == [0.0, 0.1, 0.2, 1.0]
+        and grad.curve.tolist() == ZIGZAG[[0, 1, 2, 10]].tolist()
+    )
+    assert (grad.acu, grad.racu) == pytest.approx((0.1 * ZIGZAG_DEPTH, 0.5 * ZIGZAG_DEPTH))
+    assert sparse.measures["rand"].racu == 0.0 and grad.racu_undefined is None
+    # On ROAR's 20% grid the zigzag never leaves rand.
+    coarse = result.at_ratios(RATIOS[::2])
+    assert coarse.measures["grad-l2"].acu == pytest.approx(0.0) and coarse.measures["grad-l2"].racu == 0.0
+
+
+def test_no_retraining_scored_at_roar_ratios(tmp_path: Path, capsys):
+    """A 5-step ROAR run reads every no-retraining curve at its own ratios, so that a finer grid does not
+    decide the comparison; the full-grid scores stay in report.json and in the erasure table."""
+    roar = write_roar(tmp_path / "roar", seeds=(0,))
+    record = read_record(roar / "result.json")
+    record["ratios"] = RATIOS[::2].tolist()
+    record["seeds"]["0"]["curves"] = {name: c[::2] for name, c in record["seeds"]["0"]["curves"].items()}
+    write_record(roar / "result.json", record)
+    masked = write_masked_evaluations(tmp_path / "evaluate")
+    zigzag_erasures([roar / "seed-0" / "erasure" / "result.json", *masked.glob("*/result.json")])
+    assert report(tmp_path, capsys, roar, masked)[0] == 0
+    table = (tmp_path / "report" / "roar.md").read_text()
+    section = rows(table, "movie-snippets: Recursive ROAR, plain retraining (seed 0)\n")
+    assert section["Measure"][3:] == [
+        "No retraining: plain step-0 model, at ROAR's ratios (n=1)",
+        "No retraining: masked model (evaluate), at ROAR's ratios (n=3)",
+    ]
+    assert section["grad-l2"] == [
+        "RACU",
+        cell(RACU["grad-l2"][:1]),
+        cell(RACU["grad-l2"][:1]),
+        "0.0",
+        "0.0 (−0.0/+0.0)",
+    ]
+    # The erasure table keeps the masked runs' own scores on their own ratios.
+    assert cell(MASKED_SCORES["grad-l2"]) in (tmp_path / "report" / "table.md").read_text()
+    [group] = read_record(tmp_path / "report" / "report.json")["roar"]
+    own, evaluate = group["no_retraining"]
+    assert own["ratios"] == pytest.approx(RATIOS[::2].tolist()) and own["own_ratios"] == pytest.approx(
+        RATIOS.tolist()
+    )
+    assert own["measures"]["grad-l2"]["racu"]["values"] == [0.0]
+    assert own["measures_at_own_ratios"]["grad-l2"]["racu"]["values"] == STEP0_SCORES["grad-l2"][:1]
+    assert evaluate["measures"]["loo-sign"]["acu"]["values"] == pytest.approx([0.0] * 3)
+
+
 def test_recursive_and_non_recursive_are_separate_groups(tmp_path: Path, capsys):
     recursive = write_roar(tmp_path / "r", seeds=(0,), erasure=False)
     plain_roar = write_roar(tmp_path / "n", seeds=(0,), recursive=False, erasure=False)
@@ -298,7 +369,7 @@ def test_non_converged_babi_seed_is_dropped(tmp_path: Path, capsys):
     dropped = write_roar(tmp_path / "b", seeds=(1,), dataset="babi-1", erasure=False, step0=0.45)
     assert report(tmp_path, capsys, kept, dropped)[0] == 0
     table = (tmp_path / "report" / "roar.md").read_text()
-    assert "babi-1: Recursive ROAR, plain retraining (seeds 0)" in table
+    assert "babi-1: Recursive ROAR, plain retraining (seed 0)" in table
     assert "seed 1 dropped: the step-0 model's accuracy 45.0 ≤ 50.0 did not converge" in table
 
 

@@ -16,11 +16,13 @@ import numpy as np
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.records import read_record
 from fmm_fast.data.local import display_name
+from fmm_fast.protocols.curve_stats import acu_racu_against_baseline
 from fmm_fast.report.order import BASELINE_MEASURE, measure_sort_key
 
 RESULT_FILE = "result.json"
 ROAR_PROTOCOL = "roar"
 ROAR_PHASES = ("train", "explain", "mask", "evaluate", "total")
+FLAT_BASELINE = "rand is flat at these ratios (random masking did not change the metric)"
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,33 @@ class EvaluationResult:
     def fully_masked(self) -> float:
         """Primary metric at r = 1 (every explained token masked, the same on every curve)."""
         return float(next(iter(self.measures.values())).curve[-1])
+
+    def at_ratios(self, ratios: np.ndarray) -> EvaluationResult | None:
+        """This run read at a subset of its ratios (e.g. a ROAR run's coarser grid), each curve's ACU/RACU
+        recomputed there against the file's own rand, so that areas on both grids use the same trapezoids.
+
+        ratios: (S,) float64 rising from 0 to 1. Returns the run itself where they are its own ratios, None
+        where they are not a subset of them (or the file has no rand to score against).
+        """
+        if np.array_equal(ratios, self.ratios):
+            return self
+        index = [np.flatnonzero(np.isclose(self.ratios, r, rtol=0.0, atol=1e-9)) for r in ratios]
+        if BASELINE_MEASURE not in self.measures or any(len(i) != 1 for i in index):
+            return None
+        kept = np.concatenate(index)
+        curves = {name: run.curve[kept] for name, run in self.measures.items()}
+        scores = acu_racu_against_baseline(curves, self.ratios[kept])
+        measures = {
+            name: replace(
+                run,
+                acu=scores[name][0],
+                racu=scores[name][1],
+                curve=curves[name],
+                racu_undefined=FLAT_BASELINE if math.isnan(scores[name][1]) else None,
+            )
+            for name, run in self.measures.items()
+        }
+        return replace(self, ratios=self.ratios[kept], measures=measures)
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,8 @@ import numpy as np
 
 from fmm_fast.core.errors import UserError
 from fmm_fast.protocols.curve_stats import BABI_CONVERGENCE_THRESHOLD, converged
-from fmm_fast.report.aggregate import CurveScores, Estimate, GroupReport, Report, aggregate, check_consistent
-from fmm_fast.report.load import ROAR_PHASES, RoarCost, RoarResult, RoarSeed
+from fmm_fast.report.aggregate import CurveScores, Estimate, GroupReport, aggregate, check_consistent
+from fmm_fast.report.load import ROAR_PHASES, EvaluationResult, RoarCost, RoarResult, RoarSeed
 from fmm_fast.report.order import measure_sort_key, strategy_sort_key
 
 
@@ -37,16 +37,27 @@ class RoarMeasure(CurveScores):
 @dataclass(frozen=True)
 class NoRetraining:
     """A column of comparison: one model's erasure curves, no retraining. own: the ROAR run's step-0
-    model (its seed-S/erasure runs); otherwise erasure runs given to the report beside the ROAR run."""
+    model (its seed-S/erasure runs); otherwise erasure runs given to the report beside the ROAR run.
+
+    group: the curves on their own ratios (plotted, costed). scored: the same runs read at the ROAR run's
+    ratios where those are a subset of theirs (ACU/RACU on the same trapezoids as ROAR's, so a finer grid
+    does not decide the comparison), else group itself.
+    """
 
     own: bool
     group: GroupReport
+    scored: GroupReport
+
+    @property
+    def regridded(self) -> bool:
+        return not np.array_equal(self.scored.ratios, self.group.ratios)
 
     @property
     def label(self) -> str:
         split = "" if self.group.split == "test" else f", {self.group.split} split"
         model = "step-0 model" if self.own else "model (evaluate)"
-        return f"No retraining: {self.group.strategy} {model}{split}"
+        grid = ", at ROAR's ratios" if self.regridded else ""
+        return f"No retraining: {self.group.strategy} {model}{split}{grid}"
 
 
 @dataclass(frozen=True)
@@ -137,7 +148,23 @@ def _roar_measure(name: str, signed: bool, seeds: list[RoarSeed]) -> RoarMeasure
     )
 
 
-def _group(runs: list[RoarResult], erasure: Report) -> RoarGroup:
+def _columns(
+    own: bool, results: Sequence[EvaluationResult], ratios: np.ndarray, drop_unconverged: bool
+) -> list[NoRetraining]:
+    """One no-retraining column per (dataset, strategy) of `results`, scored at `ratios` (the ROAR run's)
+    where every kept run can be read there."""
+    columns = []
+    for group in aggregate(results, drop_unconverged=drop_unconverged).groups:
+        kept = set(group.files)
+        regridded = [result.at_ratios(ratios) for result in results if result.path in kept]
+        scored = group
+        if all(result is not None for result in regridded):
+            [scored] = aggregate(regridded, drop_unconverged=False).groups
+        columns.append(NoRetraining(own, group, scored))
+    return columns
+
+
+def _group(runs: list[RoarResult], evaluations: Sequence[EvaluationResult]) -> RoarGroup:
     first = runs[0]
     check_consistent(runs, ("metric", "ratios"))
     holders: dict[tuple[str, int], RoarResult] = {}
@@ -177,8 +204,9 @@ def _group(runs: list[RoarResult], erasure: Report) -> RoarGroup:
     signed = {name: sign for run in runs for name, sign in run.signed.items()}
     names = sorted(signed, key=measure_sort_key)
     own = [seed.erasure for seed in kept if seed.erasure is not None]
-    columns = [NoRetraining(True, g) for g in aggregate(own, drop_unconverged=False).groups] if own else []
-    columns += [NoRetraining(False, g) for g in erasure.groups if g.dataset == first.dataset]
+    beside = [result for result in evaluations if result.dataset == first.dataset]
+    columns = _columns(True, own, first.ratios, drop_unconverged=False)
+    columns += _columns(False, beside, first.ratios, drop_unconverged=True)
     return RoarGroup(
         dataset=first.dataset,
         strategy=first.strategy,
@@ -240,12 +268,12 @@ def _cost_rows(groups: Sequence[RoarGroup]) -> list[CostRow]:
     return list(rows.values())
 
 
-def aggregate_roar(runs: Sequence[RoarResult], erasure: Report) -> RoarReport:
+def aggregate_roar(runs: Sequence[RoarResult], evaluations: Sequence[EvaluationResult]) -> RoarReport:
     """Group ROAR runs by (dataset, strategy, recursive), aggregate each over seeds, pair each with the
-    no-retraining erasure of its dataset in `erasure` (the report of the erasure runs beside it)."""
+    no-retraining erasure of its dataset among `evaluations` (the erasure runs given beside it)."""
     by_group: dict[tuple[str, str, bool], list[RoarResult]] = defaultdict(list)
     for run in sorted(runs, key=lambda r: r.path):
         by_group[(run.dataset, run.strategy, run.recursive)].append(run)
     order = sorted(by_group, key=lambda k: (k[0], strategy_sort_key(k[1]), not k[2]))
-    groups = [_group(by_group[key], erasure) for key in order]
+    groups = [_group(by_group[key], evaluations) for key in order]
     return RoarReport(groups, _cost_rows(groups), files=sorted(run.path for run in runs))

@@ -14,7 +14,9 @@ ROAR_CAPTION = (
     "same measure's erasure curve without retraining. ×100: RACU for unsigned measures, ACU for signed "
     "ones; mean over seeds and 95% BCa bootstrap CI as offsets from the mean; [n=k]: fewer seeds. "
     "Clipped: RACU clipped to [−1, 1] (unsigned measures), as the Recursive ROAR paper reported it. "
-    "Each column names the model its curves come from."
+    'Each column names the model its curves come from; "at ROAR\'s ratios": that erasure curve is read at '
+    "ROAR's coarser ratios and its area recomputed there, so both areas use the same trapezoids (the "
+    "erasure table gives it on its own ratios)."
 )
 COST_CAPTION = (
     "Cost of each protocol, totals over seeds and measures. ROAR: the run's own count (a model reused "
@@ -32,7 +34,7 @@ def _roar_rows(group: RoarGroup) -> tuple[list[str], list[list[str]]]:
         "Score",
         f"{group.protocol}: {group.strategy} model retrained at every step (n={seeds})",
         "Clipped RACU",
-        *(f"{column.label} (n={len(column.group.seeds)})" for column in group.no_retraining),
+        *(f"{column.label} (n={len(column.scored.seeds)})" for column in group.no_retraining),
     ]
     rows = []
     for name in group.names:
@@ -44,8 +46,8 @@ def _roar_rows(group: RoarGroup) -> tuple[list[str], list[list[str]]]:
             roar = [score_cell(measure, seeds), clipped]
         erasure = []
         for column in group.no_retraining:
-            other = column.group.measures.get(name)
-            erasure.append("" if other is None else score_cell(other, len(column.group.seeds)))
+            other = column.scored.measures.get(name)
+            erasure.append("" if other is None else score_cell(other, len(column.scored.seeds)))
         rows.append([name, "ACU" if group.signed[name] else "RACU", *roar, *erasure])
     return header, rows
 
@@ -56,7 +58,8 @@ def render_roar_markdown(report: RoarReport) -> str:
     for group in report.groups:
         state = "" if group.complete else " (incomplete)"
         seeds = ", ".join(map(str, group.seeds)) or "none kept"
-        title = f"{group.dataset}: {group.protocol}, {group.strategy} retraining (seeds {seeds}){state}"
+        seed_word = "seed" if len(group.seeds) == 1 else "seeds"
+        title = f"{group.dataset}: {group.protocol}, {group.strategy} retraining ({seed_word} {seeds}){state}"
         parts.append(f"### {title}")
         parts.append(markdown_table(*_roar_rows(group)))
         if group.notes:

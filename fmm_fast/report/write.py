@@ -13,7 +13,7 @@ import numpy as np
 from fmm_fast import __version__
 from fmm_fast.core.outputs import claim_directory, finish_run
 from fmm_fast.core.records import ensure_writable, write_record
-from fmm_fast.report.aggregate import CurveScores, Estimate, GroupReport, MeasureReport, Report, aggregate
+from fmm_fast.report.aggregate import CurveScores, Estimate, GroupReport, Report, aggregate
 from fmm_fast.report.load import read_results
 from fmm_fast.report.masf import MASF_FIGURE, MASF_TABLE, load_masf_curves, write_masf
 from fmm_fast.report.order import BASELINE_MEASURE
@@ -70,11 +70,14 @@ def _scores_dict(measure: CurveScores) -> dict:
     }
 
 
-def _measure_dict(measure: MeasureReport) -> dict:
+def _measures_dict(group: GroupReport) -> dict:
     return {
-        **_scores_dict(measure),
-        "seconds_mean": _json_number(np.mean(measure.seconds)),
-        "forward_passes_mean": _json_number(np.mean(measure.forward_passes)),
+        name: {
+            **_scores_dict(measure),
+            "seconds_mean": _json_number(np.mean(measure.seconds)),
+            "forward_passes_mean": _json_number(np.mean(measure.forward_passes)),
+        }
+        for name, measure in group.measures.items()
     }
 
 
@@ -109,7 +112,7 @@ def report_to_dict(report: Report) -> dict:
                 "seeds": g.seeds,
                 "unmasked": _estimate_dict(g.unmasked),
                 "fully_masked": _estimate_dict(g.fully_masked),
-                "measures": {name: _measure_dict(m) for name, m in g.measures.items()},
+                "measures": _measures_dict(g),
                 "files": [str(p) for p in g.files],
             }
             for g in report.groups
@@ -140,7 +143,10 @@ def _roar_group_dict(group: RoarGroup) -> dict:
                 "strategy": column.group.strategy,
                 "split": column.group.split,
                 "seeds": column.group.seeds,
-                "measures": {name: _measure_dict(m) for name, m in column.group.measures.items()},
+                "ratios": _json_numbers(column.scored.ratios),
+                "measures": _measures_dict(column.scored),
+                "own_ratios": _json_numbers(column.group.ratios),
+                "measures_at_own_ratios": _measures_dict(column.group),
                 "files": [str(p) for p in column.group.files],
             }
             for column in group.no_retraining
@@ -264,7 +270,7 @@ def write_report(
         results = read_results(dirs)
         erasure = bool(results.evaluations)
         report = aggregate(results.evaluations, results.ignored)
-        roar = aggregate_roar(results.roar, report)
+        roar = aggregate_roar(results.roar, results.evaluations)
     files = [PEER_TABLE] if peer_table is not None else []
     if masf_curves:
         files += [MASF_TABLE, MASF_FIGURE]

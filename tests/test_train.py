@@ -209,12 +209,30 @@ def test_cli_refuses_a_non_empty_out_dir(capsys, tmp_path) -> None:
 
 def test_cli_trains_and_summarises(capsys, tmp_path) -> None:
     out = tmp_path / "cli-run"
-    code, stdout, _ = run_cli(
+    code, stdout, err = run_cli(
         capsys, "--dataset", "babi-1", "--size", "60", "--test-size", "20", "--epochs", "1",
         "--max-steps", "2", "--lr", "1e-3", "--device", "cpu", "--quiet", "--out", str(out),
     )  # fmt: skip
-    assert code == 0
+    assert code == 0 and "epoch 1/1" not in err  # --quiet: no bar, no epoch lines
     assert "best epoch 1 of 1" in stdout and "majority baseline" in stdout and "0% " in stdout
     record = json.loads((out / "run.json").read_text())
     assert record["arguments"]["max_steps"] == 2 and record["optimizer"]["total_steps"] == 2
     assert (out / "model" / "fmm_info.json").is_file()
+
+
+def test_off_a_terminal_every_epoch_is_one_log_line(capsys, tmp_path) -> None:
+    """A log file gets no progress bar (it is not a terminal) but a line per epoch, as run.json records it."""
+    code, _, err = run_cli(
+        capsys, "--dataset", "babi-1", "--size", "40", "--test-size", "20", "--epochs", "2",
+        "--lr", "1e-3", "--device", "cpu", "--out", str(tmp_path / "run"),
+    )  # fmt: skip
+    assert code == 0
+    epochs = json.loads((tmp_path / "run" / "run.json").read_text())["epochs"]
+    lines = [line for line in err.splitlines() if line.startswith("train babi-1 (masked): epoch ")]
+    assert len(lines) == len(epochs) == 2
+    for line, epoch in zip(lines, epochs, strict=True):
+        assert line.startswith(f"train babi-1 (masked): epoch {epoch['epoch']}/2, {epoch['steps']} steps, ")
+        assert (
+            f"loss {epoch['train_loss']:.4f}, validation micro_f1 {epoch['selection_metric']:.4f} (model"
+            in line
+        )

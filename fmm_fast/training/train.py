@@ -405,6 +405,15 @@ def validate(run: TrainingRun, data: TrainingData) -> tuple[dict[str, dict[str, 
     return metrics, score, unmasked_predictions
 
 
+def epoch_line(run: TrainingRun, epoch: dict[str, Any]) -> str:
+    """One finished epoch (an entry of run.json's epochs) as a log line: loss, selection score, wall time."""
+    return (
+        f"train {run.dataset.name} ({run.settings.strategy}): epoch {epoch['epoch']}/{run.epochs}, "
+        f"{epoch['steps']} steps, loss {epoch['train_loss']:.4f}, validation {run.dataset.metric} "
+        f"{epoch['selection_metric']:.4f} (model selection), {epoch['seconds'] / 60:.1f} min"
+    )
+
+
 def train_epochs(
     run: TrainingRun, data: TrainingData, total_steps: int, record: dict[str, Any], progress: bool
 ) -> tuple[np.ndarray, dict[str, float]]:
@@ -461,6 +470,8 @@ def train_epochs(
             }
         )
         bar.set_postfix(epoch=epoch, val=f"{score:.3f}")
+        if progress and bar.disable:  # off a terminal (a log, a batch job): one line per epoch instead
+            print(epoch_line(run, record["epochs"][-1]), file=sys.stderr, flush=True)
         write_record(run.out_dir / RUN_FILE, record)
     bar.close()
     return best_predictions, durations

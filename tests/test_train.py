@@ -19,7 +19,17 @@ from fmm_fast.core.metrics import compute_metrics
 from fmm_fast.core.records import write_record
 from fmm_fast.core.settings import TrainSettings
 from fmm_fast.data.options import DataOptions
-from fmm_fast.training.train import epoch_batches, make_optimizer, optimizer_groups, selection_metric, train
+from fmm_fast.data.tokenization import encode_split
+from fmm_fast.training import train as train_module
+from fmm_fast.training.loop_state import RESUME_FILE, read_resume_file, splits_digest
+from fmm_fast.training.train import (
+    build_model,
+    epoch_batches,
+    make_optimizer,
+    optimizer_groups,
+    selection_metric,
+    train,
+)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -158,6 +168,70 @@ def test_same_seed_same_run(tmp_path) -> None:
     assert runs[0]["optimizer"]["total_steps"] == 5 and sum(e["steps"] for e in runs[0]["epochs"]) == 5
     weights = [(tmp_path / str(i) / "model" / "model.safetensors").read_bytes() for i in range(2)]
     assert weights[0] == weights[1]
+
+
+def interrupt_in_epoch(monkeypatch, epoch: int) -> None:
+    """Kill the next training in `epoch`'s validation (after the epochs before it were saved)."""
+    calls = iter(range(1, 100))
+    real = train_module.validate
+
+    def validate(*args):
+        if next(calls) == epoch:
+            raise KeyboardInterrupt
+        return real(*args)
+
+    monkeypatch.setattr(train_module, "validate", validate)
+
+
+def test_an_interrupted_run_resumes_bit_for_bit(tmp_path, monkeypatch, capsys) -> None:
+    data = DataOptions("babi-1", size=80, test_size=20)
+    settings = TrainSettings(data, strategy="masked", seed=3, **{**RECIPE, "epochs": 3})
+    whole = train(settings, tmp_path / "whole", progress=False)
+    with monkeypatch.context() as patch:
+        interrupt_in_epoch(patch, 3)
+        with pytest.raises(KeyboardInterrupt):
+            train(settings, tmp_path / "resumed", progress=False)
+    partial = json.loads((tmp_path / "resumed" / "run.json").read_text())
+    assert not partial["finished"] and [e["epoch"] for e in partial["epochs"]] == [1, 2]
+    assert (tmp_path / "resumed" / RESUME_FILE).is_file()
+    resumed = train(settings, tmp_path / "resumed", progress=False)
+    assert "resuming " in capsys.readouterr().err
+    assert resumed["finished"] and resumed["resumed_after_epochs"] == [2]
+    assert [e["epoch"] for e in resumed["epochs"]] == [1, 2, 3]
+    # Weights, optimizer, schedule and every generator came back: epoch 3 is the same to the last bit.
+    for key in ("train_loss", "selection_metric", "validation", "steps"):
+        assert [e[key] for e in resumed["epochs"]] == [e[key] for e in whole["epochs"]]
+    assert resumed["best_epoch"] == whole["best_epoch"] and resumed["test"] == whole["test"]
+    weights = [(tmp_path / run / "model" / "model.safetensors").read_bytes() for run in ("whole", "resumed")]
+    assert weights[0] == weights[1]
+    assert not (tmp_path / "resumed" / RESUME_FILE).exists()  # gone with the finished run
+    # A finished run of the same settings trains again from the start.
+    again = train(settings, tmp_path / "resumed", progress=False)
+    assert "resumed_after_epochs" not in again and len(again["epochs"]) == 3
+
+
+def test_a_resume_file_of_other_splits_or_a_damaged_one_starts_afresh(tmp_path, monkeypatch) -> None:
+    data = DataOptions("babi-1", size=80, test_size=20)
+    settings = TrainSettings(data, strategy="masked", seed=3, **{**RECIPE, "epochs": 2})
+    out = tmp_path / "run"
+    with monkeypatch.context() as patch:
+        interrupt_in_epoch(patch, 2)
+        with pytest.raises(KeyboardInterrupt):
+            train(settings, out, progress=False)
+    dataset = data.load()
+    tokenizer = build_model("tiny-roberta", dataset, settings.layers, settings.width, settings.seed)[1]
+    encoded = {name: encode_split(tokenizer, split) for name, split in dataset.splits.items()}
+    assert read_resume_file(out / RESUME_FILE, splits_digest(encoded), {}) is None  # other arguments
+    encoded["train"].labels[0] = (encoded["train"].labels[0] + 1) % 6  # e.g. ROAR's next masked copy
+    record = train(settings, out, progress=False, encoded=encoded)
+    assert "resumed_after_epochs" not in record and [e["epoch"] for e in record["epochs"]] == [1, 2]
+    with monkeypatch.context() as patch:
+        interrupt_in_epoch(patch, 2)
+        with pytest.raises(KeyboardInterrupt):
+            train(settings, out, progress=False)
+    (out / RESUME_FILE).write_bytes(b"not a resume file")
+    record = train(settings, out, progress=False)
+    assert "resumed_after_epochs" not in record and record["finished"]
 
 
 # ---------------------------------------------------------------------------------------------- run records

@@ -33,7 +33,8 @@ def train(
         ...,
         "--out",
         help="New (or empty) output directory: OUT/model (best checkpoint) and OUT/run.json. A directory "
-        "of a run with these same options (e.g. killed) is trained again from the start.",
+        "of a run with these same options that was interrupted (e.g. killed) resumes after its last finished "
+        "epoch; a finished one is trained again from the start.",
     ),
     model: str = typer.Option(
         TINY_ROBERTA,

@@ -11,7 +11,9 @@ and "metrics" are compute_metrics' four (accuracy, macro_f1, micro_f1, matthews)
 Every forward pass of the run (optimizer steps, validation, test) runs in arguments.backend.precision:
 fp32, or bf16/fp16 under torch.autocast with fp32 weights and optimizer state (fp16 with loss scaling);
 the checkpoint's info records it as trained_precision.
-run.json is rewritten after every epoch ("finished": false), so a running job can be followed.
+run.json is rewritten after every epoch ("finished": false), so a running job can be followed, and
+resume.pt saved, so a killed one resumes after its last finished epoch (fmm_fast.training.loop_state; the
+file goes when the run finishes, and run.json's resumed_after_epochs lists where it resumed).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from fmm_fast.data.masking import (
 )
 from fmm_fast.data.tokenization import encode_split
 from fmm_fast.training.base_models import TINY_ROBERTA
+from fmm_fast.training.loop_state import RESUME_FILE, LoopState, read_resume_file, splits_digest
 from fmm_fast.training.models import (
     SequenceClassifier,
     build_tiny_roberta,
@@ -303,7 +306,8 @@ class TrainingData:
 def start_run(
     settings: TrainSettings, out_dir: Path, dataset: TextDataset | None, overwrite: bool
 ) -> TrainingRun:
-    """Check the device and out_dir, load the data, build the model, claim out_dir (stale files removed)."""
+    """Check the device and out_dir, load the data, build the model, claim out_dir (what an earlier run of
+    these settings wrote stays for resume_or_clear)."""
     quiet_transformers()  # save_pretrained's progress bars would interleave with ours
     if settings.backend.device == "cuda" and not torch.cuda.is_available():
         raise UserError(
@@ -317,9 +321,7 @@ def start_run(
     model, tokenizer, info = build_model(
         settings.model, dataset, settings.layers, settings.width, settings.seed
     )
-    claim_directory(out_dir, "train", fields, overwrite, files=(RUN_FILE, MODEL_DIR))
-    for stale in (out_dir / RUN_FILE, out_dir / MODEL_DIR):  # a rerun of this same run starts afresh
-        shutil.rmtree(stale) if stale.is_dir() else stale.unlink(missing_ok=True)
+    claim_directory(out_dir, "train", fields, overwrite, files=(RUN_FILE, MODEL_DIR, RESUME_FILE))
     # The checkpoint is its own source (load_checkpoint fills its path in); the base model goes in run.json.
     info = replace(
         info,
@@ -414,51 +416,74 @@ def epoch_line(run: TrainingRun, epoch: dict[str, Any]) -> str:
     )
 
 
+def resume_or_clear(run: TrainingRun, state: LoopState, record: dict[str, Any], digest: str) -> None:
+    """Continue an interrupted run of these arguments and splits (digest) from its resume file: `state` and
+    `record` take its epochs. Otherwise clear what an earlier run of these settings wrote: a rerun of a
+    finished run, or of one on other data, starts afresh."""
+    saved = read_resume_file(run.out_dir / RESUME_FILE, digest, record["arguments"])
+    if saved is None:
+        for stale in (run.out_dir / name for name in (RUN_FILE, MODEL_DIR, RESUME_FILE)):
+            shutil.rmtree(stale) if stale.is_dir() else stale.unlink(missing_ok=True)
+        return
+    record.update(state.restore(saved))
+    record.setdefault("resumed_after_epochs", []).append(state.epoch)
+    print(
+        f"fmm-fast: resuming {run.out_dir} after epoch {state.epoch} of {run.epochs} ({RESUME_FILE}); "
+        "--overwrite starts afresh",
+        file=sys.stderr,
+    )
+
+
 def train_epochs(
     run: TrainingRun, data: TrainingData, total_steps: int, record: dict[str, Any], progress: bool
 ) -> tuple[np.ndarray, dict[str, float]]:
-    """Every epoch: optimizer steps, validation, the checkpoint when the selection score improves, run.json.
+    """Every epoch: optimizer steps, validation, the checkpoint when the selection score improves, run.json,
+    the resume file. An interrupted run of the same settings and splits continues after its last epoch
+    (`record` then takes the interrupted run's epochs).
 
     Returns the best epoch's (N,) unmasked validation predictions and the training/validation seconds.
     """
     settings = run.settings
     torch.manual_seed(settings.seed)  # dropout
     order_rng, mask_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(settings.seed).spawn(2))
-    train_split = data.encoded["train"]
-    lengths = np.asarray([len(ids) for ids in train_split.input_ids], dtype=np.int64)
     optimizer, schedule = make_optimizer(run.model, settings.lr, total_steps, settings.weight_decay)
     precision = settings.backend.precision
     scaler = torch.amp.GradScaler(run.device.type, enabled=precision == "fp16")  # bf16 needs no scaling
-    best_score = -math.inf
-    best_predictions = np.empty(0, dtype=np.int64)
-    steps_left = total_steps
-    durations = {"training": 0.0, "validation": 0.0}
+    state = LoopState(run.model, optimizer, schedule, scaler, order_rng, mask_rng, steps_left=total_steps)
+    digest = splits_digest(data.encoded)
+    resume_or_clear(run, state, record, digest)
+    train_split = data.encoded["train"]
+    lengths = np.asarray([len(ids) for ids in train_split.input_ids], dtype=np.int64)
     bar = tqdm(
         total=total_steps,
+        initial=total_steps - state.steps_left,
         desc=f"train {run.dataset.name} ({settings.strategy})",
         unit="step",
         disable=None if progress else True,
         dynamic_ncols=True,
     )
-    for epoch in range(1, run.epochs + 1):
-        if steps_left == 0:
+    for epoch in range(state.epoch + 1, run.epochs + 1):
+        if state.steps_left == 0:
             break
-        rows = epoch_batches(lengths, settings.batch_size, order_rng, settings.bucket_batches)[:steps_left]
+        rows = epoch_batches(lengths, settings.batch_size, order_rng, settings.bucket_batches)[
+            : state.steps_left
+        ]
         batches = (
             training_batch(train_split, r, run.info, settings.strategy, mask_rng, run.device) for r in rows
         )
         with Stopwatch() as train_clock:
             losses = run_epoch(run.model, optimizer, schedule, batches, bar, precision, scaler)
-        steps_left -= len(losses)
+        state.steps_left -= len(losses)
         with Stopwatch() as validation_clock:
             metrics, score, unmasked_predictions = validate(run, data)
-            if score > best_score:  # among equal epochs the first wins
-                best_score = score
-                best_predictions = unmasked_predictions
+            if score > state.best_score:  # among equal epochs the first wins
+                state.best_score = score
+                state.best_predictions = unmasked_predictions
                 record["best_epoch"] = epoch
                 save_checkpoint(run.out_dir / MODEL_DIR, run.model, run.tokenizer, run.info)
-        durations["training"] += train_clock.seconds
-        durations["validation"] += validation_clock.seconds
+        state.durations["training"] += train_clock.seconds
+        state.durations["validation"] += validation_clock.seconds
+        state.epoch = epoch
         record["epochs"].append(
             {
                 "epoch": epoch,
@@ -473,8 +498,9 @@ def train_epochs(
         if progress and bar.disable:  # off a terminal (a log, a batch job): one line per epoch instead
             print(epoch_line(run, record["epochs"][-1]), file=sys.stderr, flush=True)
         write_record(run.out_dir / RUN_FILE, record)
+        state.save(run.out_dir / RESUME_FILE, record, digest)
     bar.close()
-    return best_predictions, durations
+    return state.best_predictions, state.durations
 
 
 def checkpoint_results(
@@ -518,8 +544,9 @@ def train(
     still names it in run.json. encoded: the "train", "validation" and "test" splits already tokenized by
     this model's tokenizer (e.g. copies with tokens masked, as Recursive ROAR retrains on), used instead of
     tokenizing the dataset's text. The LR schedule spans the steps max_steps caps it to (epochs after the
-    cap are not run). out_dir must be new, empty or hold a run of these same settings, which is then trained
-    again from the start (overwrite: replace whatever run it holds). Returns the run record (see the module
+    cap are not run). out_dir must be new, empty or hold a run of these same settings: an interrupted one
+    resumes after its last finished epoch (fmm_fast.training.loop_state), a finished one is trained again
+    from the start (overwrite: replace whatever run it holds). Returns the run record (see the module
     docstring).
     """
     total_clock = Stopwatch()
@@ -532,5 +559,6 @@ def train(
     test_seconds = results.pop("test_seconds")
     record.update({**results, "durations": {**durations, "test": test_seconds, "total": total_clock.seconds}})
     write_record(run.out_dir / RUN_FILE, record)
+    (run.out_dir / RESUME_FILE).unlink(missing_ok=True)
     finish_run(run.out_dir)
     return record

@@ -364,6 +364,7 @@ class Study:
                     out,
                     claim=lambda settings=settings: ("train", settings.fingerprint_fields()),
                     clear=(out, onnx),  # the export of the model it replaces
+                    resumable=True,  # a killed training resumes after its last finished epoch
                 )
             )
             if strategy in MASF_STRATEGIES:

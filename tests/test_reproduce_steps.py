@@ -57,3 +57,6 @@ def test_a_killed_step_is_not_done(tmp_path, monkeypatch, kind) -> None:
     step = steps[0]
     claim_directory(step.output, *step.claim())  # what the command does first
     assert not step.done()
+    (step.output / "run.json").write_text("{}")  # what the killed run wrote: kept for it to resume
+    step.prepare()
+    assert (step.output / "run.json").is_file()

@@ -105,6 +105,8 @@ def copy_training(source: Path, directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     marker = read_marker(source) or {}
     for name in [RUN_MARKER, *marker.get("files", [])]:
+        if not (source / name).exists():  # listed but gone once the run finished (train's resume file)
+            continue
         if (source / name).is_dir():
             shutil.copytree(source / name, directory / name)
         else:

@@ -465,9 +465,8 @@ def train_epochs(
     for epoch in range(state.epoch + 1, run.epochs + 1):
         if state.steps_left == 0:
             break
-        rows = epoch_batches(lengths, settings.batch_size, order_rng, settings.bucket_batches)[
-            : state.steps_left
-        ]
+        rows = epoch_batches(lengths, settings.batch_size, order_rng, settings.bucket_batches)
+        rows = rows[: state.steps_left]  # max_steps may end the run inside an epoch
         batches = (
             training_batch(train_split, r, run.info, settings.strategy, mask_rng, run.device) for r in rows
         )

@@ -40,7 +40,7 @@ ray = pytest.importorskip("ray")
 from fmm_fast.distributed.evaluation import evaluate_sharded  # noqa: E402 (needs ray installed)
 from fmm_fast.distributed.explanation import explain_sharded  # noqa: E402
 from fmm_fast.distributed.pool import WorkerPool  # noqa: E402
-from fmm_fast.distributed.runtime import ScaleOptions  # noqa: E402
+from fmm_fast.distributed.runtime import ScaleOptions, ray_runtime  # noqa: E402
 from fmm_fast.distributed.signals import ShardedSignals  # noqa: E402
 
 MEASURES = ["loo-abs", "beam-sign-2"]
@@ -63,6 +63,15 @@ def snippets_onnx(tmp_path_factory) -> Path:
     save_checkpoint(root / "checkpoint", model, tokenizer, info)
     export_onnx(root / "checkpoint", root / "model.onnx")
     return root / "model.onnx"
+
+
+def test_a_local_runtime_runs_its_workers_at_the_drivers_priority():
+    """Ray would start them at nice 15: beside another busy process the command's work would crawl."""
+    if ray.is_initialized():
+        pytest.skip("a runtime is already up: ray_runtime uses it as it is")
+    with ray_runtime(ScaleOptions(workers=1)) as runtime:
+        niceness = runtime.remote(num_cpus=1)(lambda: os.nice(0))
+        assert runtime.get(niceness.remote()) == os.nice(0)
 
 
 @pytest.fixture(scope="module")

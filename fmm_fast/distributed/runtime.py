@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import sys
 from collections.abc import Iterator, Sequence
@@ -13,6 +14,8 @@ from types import ModuleType
 
 from fmm_fast.core.errors import UserError
 from fmm_fast.measures.spec import MeasureSpec
+
+WORKER_NICENESS = "RAY_worker_niceness"  # Ray's config `worker_niceness`, read when its node starts
 
 CONNECT_TIMEOUT_S = (
     10.0  # a reachable head answers a TCP connect at once; Ray itself would retry for a minute
@@ -157,6 +160,9 @@ def ray_runtime(options: ScaleOptions) -> Iterator[ModuleType]:
         return
     try:
         if options.address is None:
+            # Ray runs its workers at nice 15 (to keep its own daemons responsive); here they do the
+            # command's work, which beside any other busy process would crawl: the driver's priority instead
+            os.environ.setdefault(WORKER_NICENESS, "0")
             # CPUs for the actors only (the driver mostly waits); GPUs are detected
             ray.init(
                 num_cpus=options.workers * options.worker_cpus,

@@ -5,7 +5,9 @@ The output directory gets `model/` (the checkpoint of the best validation epoch)
   to the model's maximum length, tokens kept / total)}; model {base, path, ...};
   epochs: per epoch {epoch, steps, train_loss, selection_metric, validation {ratio: metrics}, seconds};
   best_epoch; test {ratio: metrics} of the best checkpoint; majority_baseline (the primary metric of always
-  predicting the most frequent test label); majority_metrics (all four metrics of it); durations; versions.
+  predicting the most frequent test label); majority_metrics (all four metrics of it); durations (seconds:
+  training and validation over every epoch, test, and total: this invocation's wall time, which for a
+  resumed run leaves out the sessions before); versions.
 Ratios are "0.0", "0.5", "1.0": the share of every example's explained tokens masked uniformly at random,
 and "metrics" are compute_metrics' four (accuracy, macro_f1, micro_f1, matthews).
 Every forward pass of the run (optimizer steps, validation, test) runs in arguments.backend.precision:

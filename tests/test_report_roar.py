@@ -299,6 +299,8 @@ def test_no_retraining_scored_at_roar_ratios(tmp_path: Path, capsys):
         "0.0",
         "0.0 (−0.0/+0.0)",
     ]
+    cost = (tmp_path / "report" / "roar-cost.md").read_text()  # the whole run's cost, on its own ratios
+    assert "| No-retraining erasure | plain step-0 model |" in cost and "ROAR's ratios" not in cost
     # The erasure table keeps the masked runs' own scores on their own ratios.
     assert cell(MASKED_SCORES["grad-l2"]) in (tmp_path / "report" / "table.md").read_text()
     [group] = read_record(tmp_path / "report" / "report.json")["roar"]

@@ -56,8 +56,7 @@ class NoRetraining:
     def label(self) -> str:
         split = "" if self.group.split == "test" else f", {self.group.split} split"
         model = "step-0 model" if self.own else "model (evaluate)"
-        grid = ", at ROAR's ratios" if self.regridded else ""
-        return f"No retraining: {self.group.strategy} {model}{split}{grid}"
+        return f"No retraining: {self.group.strategy} {model}{split}"
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ ROAR_CAPTION = (
     "ROAR's coarser ratios and its area recomputed there, so both areas use the same trapezoids (the "
     "erasure table gives it on its own ratios)."
 )
+GRID_NOTE = ", at ROAR's ratios"
 COST_CAPTION = (
     "Cost of each protocol, totals over seeds and measures. ROAR: the run's own count (a model reused "
     "for an identical masked dataset is not counted). No-retraining erasure: one trained model per seed "
@@ -34,7 +35,10 @@ def _roar_rows(group: RoarGroup) -> tuple[list[str], list[list[str]]]:
         "Score",
         f"{group.protocol}: {group.strategy} model retrained at every step (n={seeds})",
         "Clipped RACU",
-        *(f"{column.label} (n={len(column.scored.seeds)})" for column in group.no_retraining),
+        *(
+            f"{column.label}{GRID_NOTE * column.regridded} (n={len(column.scored.seeds)})"
+            for column in group.no_retraining
+        ),
     ]
     rows = []
     for name in group.names:

@@ -11,6 +11,7 @@ import pytest
 from test_report import cell, write_result
 
 from fmm_fast.cli import main
+from fmm_fast.cli.roar import print_summary
 from fmm_fast.core.records import read_record, write_record
 from fmm_fast.protocols.curve_stats import RATIOS, acu_racu
 from fmm_fast.report.load import read_results
@@ -275,9 +276,8 @@ def test_evaluation_read_at_a_subset_of_its_ratios(tmp_path: Path):
     assert coarse.measures["grad-l2"].acu == pytest.approx(0.0) and coarse.measures["grad-l2"].racu == 0.0
 
 
-def test_no_retraining_scored_at_roar_ratios(tmp_path: Path, capsys):
-    """A 5-step ROAR run reads every no-retraining curve at its own ratios, so that a finer grid does not
-    decide the comparison; the full-grid scores stay in report.json and in the erasure table."""
+def coarse_roar_beside_zigzags(tmp_path: Path) -> tuple[Path, Path]:
+    """A 5-step ROAR run of seed 0 and masked evaluations, every no-retraining curve a ZIGZAG."""
     roar = write_roar(tmp_path / "roar", seeds=(0,))
     record = read_record(roar / "result.json")
     record["ratios"] = RATIOS[::2].tolist()
@@ -285,6 +285,27 @@ def test_no_retraining_scored_at_roar_ratios(tmp_path: Path, capsys):
     write_record(roar / "result.json", record)
     masked = write_masked_evaluations(tmp_path / "evaluate")
     zigzag_erasures([roar / "seed-0" / "erasure" / "result.json", *masked.glob("*/result.json")])
+    return roar, masked
+
+
+def test_the_roar_summary_reads_the_step0_erasure_at_roar_ratios(tmp_path: Path, capsys):
+    for run, expected in (
+        (write_roar(tmp_path / "fine", seeds=(0,)), "30.0"),
+        (coarse_roar_beside_zigzags(tmp_path)[0], "0.0"),
+    ):
+        print_summary(read_record(run / "result.json"), run)
+        [grad] = [
+            line.split() for line in capsys.readouterr().out.splitlines() if line.split()[:1] == ["grad-l2"]
+        ]
+        assert (
+            grad[-1] == expected
+        )  # on the same ratios: the file's RACU (STEP0_SCORES); on 20%: the zigzag's 0
+
+
+def test_no_retraining_scored_at_roar_ratios(tmp_path: Path, capsys):
+    """A 5-step ROAR run reads every no-retraining curve at its own ratios, so that a finer grid does not
+    decide the comparison; the full-grid scores stay in report.json and in the erasure table."""
+    roar, masked = coarse_roar_beside_zigzags(tmp_path)
     assert report(tmp_path, capsys, roar, masked)[0] == 0
     table = (tmp_path / "report" / "roar.md").read_text()
     section = rows(table, "movie-snippets: Recursive ROAR, plain retraining (seed 0)\n")

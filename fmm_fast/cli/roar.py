@@ -136,8 +136,11 @@ def roar(
 
 
 def print_summary(result: dict, out: Path) -> None:
-    """The RACU table of every seed (×100), next to the no-retraining erasure's where it ran."""
-    from fmm_fast.core.records import read_record
+    """The RACU table of every seed (×100), next to the no-retraining erasure's where it ran (read at ROAR's
+    ratios, as the report reads it, where those are a subset of the erasure's)."""
+    import numpy as np
+
+    from fmm_fast.report.load import load_result
 
     print(
         f"{result['dataset']}: Recursive ROAR ({'recursive' if result['recursive'] else 'non-recursive'}, "
@@ -145,7 +148,11 @@ def print_summary(result: dict, out: Path) -> None:
         f"{result['majority_baseline']:.3f})"
     )
     for seed, values in result["seeds"].items():
-        erasure = read_record(out / values["erasure"])["measures"] if values["erasure"] else {}
+        erasure = load_result(out / values["erasure"]) if values["erasure"] else None
+        plain_racu = {}
+        if erasure is not None:
+            scored = erasure.at_ratios(np.asarray(result["ratios"])) or erasure
+            plain_racu = {name: run.racu for name, run in scored.measures.items()}
         print(
             f"seed {seed}: {'measure':<14}{'r=0':>7}{'r=1':>7}{'ACU':>8}{'RACU':>8}{'clipped':>9}"
             f"{'no-retrain':>12}"
@@ -154,7 +161,7 @@ def print_summary(result: dict, out: Path) -> None:
             first, last = (f"{v:.3f}" if v is not None else "-" for v in (curve[0], curve[-1]))
             acu, racu, clipped = (values[k][name] for k in ("acu", "racu", "racu_clipped"))
             cells = [f"{100 * v:.1f}" if v is not None else "-" for v in (acu, racu, clipped)]
-            plain = f"{100 * erasure[name]['racu']:.1f}" if name in erasure else "-"
+            plain = f"{100 * plain_racu[name]:.1f}" if name in plain_racu else "-"
             print(f"        {name:<14}{first:>7}{last:>7}{cells[0]:>8}{cells[1]:>8}{cells[2]:>9}{plain:>12}")
     cost = result["cost"]
     print(

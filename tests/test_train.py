@@ -232,6 +232,12 @@ def test_a_resume_file_of_other_splits_or_a_damaged_one_starts_afresh(tmp_path, 
     (out / RESUME_FILE).write_bytes(b"not a resume file")
     record = train(settings, out, progress=False)
     assert "resumed_after_epochs" not in record and record["finished"]
+    with monkeypatch.context() as patch:
+        interrupt_in_epoch(patch, 2)
+        with pytest.raises(KeyboardInterrupt):
+            train(settings, out, progress=False)
+    record = train(settings, out, progress=False, overwrite=True)  # --overwrite: afresh, not resumed
+    assert "resumed_after_epochs" not in record and [e["epoch"] for e in record["epochs"]] == [1, 2]
 
 
 # ---------------------------------------------------------------------------------------------- run records

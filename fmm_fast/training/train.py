@@ -552,6 +552,8 @@ def train(
     """
     total_clock = Stopwatch()
     run = start_run(settings, Path(out_dir), dataset, overwrite)
+    if overwrite:  # the same settings keep their directory's claim: only the resume file says to resume
+        (run.out_dir / RESUME_FILE).unlink(missing_ok=True)
     data = training_data(run, encoded)
     total_steps = total_optimizer_steps(settings, run.epochs, len(data.encoded["train"]))
     record = new_record(run, data, total_steps)

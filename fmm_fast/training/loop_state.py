@@ -10,11 +10,11 @@ Recursive ROAR's next masked copy) starts afresh instead. The file goes once the
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
 import pickle
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,20 +23,24 @@ import numpy as np
 import torch
 
 from fmm_fast.core.datatypes import EncodedSplit
+from fmm_fast.core.digest import stream_sha256
+from fmm_fast.core.outputs import as_recorded
 
 RESUME_FILE = "resume.pt"
 
 
 def splits_digest(encoded: dict[str, EncodedSplit]) -> str:
     """sha256 of every split's token ids and labels: what a resumed run must train and validate on."""
-    digest = hashlib.sha256()
-    for name in sorted(encoded):
-        split = encoded[name]
-        digest.update(f"{name}:{len(split)}".encode())
-        for ids in split.input_ids:
-            digest.update(np.asarray(ids, dtype=np.int64).tobytes() + b";")
-        digest.update(np.asarray(split.labels, dtype=np.int64).tobytes())
-    return digest.hexdigest()
+
+    def chunks() -> Iterator[bytes]:
+        for name in sorted(encoded):
+            split = encoded[name]
+            yield f"{name}:{len(split)}".encode()
+            for ids in split.input_ids:
+                yield np.asarray(ids, dtype=np.int64).tobytes() + b";"
+            yield np.asarray(split.labels, dtype=np.int64).tobytes()
+
+    return stream_sha256(chunks())
 
 
 @dataclass
@@ -64,8 +68,7 @@ class LoopState:
         """Write the resume file atomically (a kill mid-write leaves the previous epoch's)."""
         saved = {
             "digest": digest,
-            "arguments": json.dumps(record["arguments"], sort_keys=True),
-            "record": json.dumps(record),
+            "record": json.dumps(record),  # its arguments say which run this is
             "epoch": self.epoch,
             "steps_left": self.steps_left,
             "best_score": self.best_score,
@@ -112,7 +115,6 @@ def read_resume_file(path: Path, digest: str, arguments: dict[str, Any]) -> dict
         saved = torch.load(path, map_location="cpu", weights_only=True)
     except (OSError, RuntimeError, EOFError, pickle.UnpicklingError):  # truncated or foreign: start afresh
         return None
-    if not isinstance(saved, dict):
+    if not isinstance(saved, dict) or saved.get("digest") != digest:
         return None
-    same = saved.get("digest") == digest and saved.get("arguments") == json.dumps(arguments, sort_keys=True)
-    return saved if same else None
+    return saved if json.loads(saved["record"]).get("arguments") == as_recorded(arguments) else None

@@ -193,8 +193,12 @@ def test_an_interrupted_run_resumes_bit_for_bit(tmp_path, monkeypatch, capsys) -
             train(settings, tmp_path / "resumed", progress=False)
     partial = json.loads((tmp_path / "resumed" / "run.json").read_text())
     assert not partial["finished"] and [e["epoch"] for e in partial["epochs"]] == [1, 2]
-    assert (tmp_path / "resumed" / RESUME_FILE).is_file()
+    resume_file = tmp_path / "resumed" / RESUME_FILE
+    saved = torch.load(resume_file, weights_only=False)
+    saved["durations"] = json.dumps({**json.loads(saved["durations"]), "total": 1000.0})  # say it took long
+    torch.save(saved, resume_file)
     resumed = train(settings, tmp_path / "resumed", progress=False)
+    assert 1000 < resumed["durations"]["total"] < 1000 + 600  # the interrupted invocation's time counts
     assert "resuming " in capsys.readouterr().err
     assert resumed["finished"] and resumed["resumed_after_epochs"] == [2]
     assert [e["epoch"] for e in resumed["epochs"]] == [1, 2, 3]

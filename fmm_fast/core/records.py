@@ -189,3 +189,7 @@ class Stopwatch:
     @property
     def seconds(self) -> float:
         return (self.stop if self.stop is not None else time.perf_counter()) - self.start
+
+    def carry(self, seconds: float) -> None:
+        """Count `seconds` spent elsewhere (an interrupted invocation's) as if this clock had run them."""
+        self.start -= seconds

@@ -49,7 +49,8 @@ class LoopState:
 
     order_rng, mask_rng: the batch order's and the training masks' generators; torch's global generator
     draws dropout. best_predictions: (N,) int64 unmasked validation predictions of the best epoch so far.
-    durations: "training" and "validation" seconds so far.
+    durations: "training" and "validation" seconds so far, and "total": wall seconds up to the last saved
+    epoch (of every invocation).
     """
 
     model: torch.nn.Module

@@ -6,8 +6,8 @@ The output directory gets `model/` (the checkpoint of the best validation epoch)
   epochs: per epoch {epoch, steps, train_loss, selection_metric, validation {ratio: metrics}, seconds};
   best_epoch; test {ratio: metrics} of the best checkpoint; majority_baseline (the primary metric of always
   predicting the most frequent test label); majority_metrics (all four metrics of it); durations (seconds:
-  training and validation over every epoch, test, and total: this invocation's wall time, which for a
-  resumed run leaves out the sessions before); versions.
+  training and validation over every epoch, test, and total: the wall time of every invocation, an
+  interrupted one's up to its last finished epoch); versions.
 Ratios are "0.0", "0.5", "1.0": the share of every example's explained tokens masked uniformly at random,
 and "metrics" are compute_metrics' four (accuracy, macro_f1, micro_f1, matthews).
 Every forward pass of the run (optimizer steps, validation, test) runs in arguments.backend.precision:
@@ -437,11 +437,16 @@ def resume_or_clear(run: TrainingRun, state: LoopState, record: dict[str, Any], 
 
 
 def train_epochs(
-    run: TrainingRun, data: TrainingData, total_steps: int, record: dict[str, Any], progress: bool
+    run: TrainingRun,
+    data: TrainingData,
+    total_steps: int,
+    record: dict[str, Any],
+    progress: bool,
+    total_clock: Stopwatch,
 ) -> tuple[np.ndarray, dict[str, float]]:
     """Every epoch: optimizer steps, validation, the checkpoint when the selection score improves, run.json,
     the resume file. An interrupted run of the same settings and splits continues after its last epoch
-    (`record` then takes the interrupted run's epochs).
+    (`record` then takes the interrupted run's epochs, and `total_clock` the wall time they took).
 
     Returns the best epoch's (N,) unmasked validation predictions and the training/validation seconds.
     """
@@ -454,6 +459,7 @@ def train_epochs(
     state = LoopState(run.model, optimizer, schedule, scaler, order_rng, mask_rng, steps_left=total_steps)
     digest = splits_digest(data.encoded)
     resume_or_clear(run, state, record, digest)
+    total_clock.carry(state.durations.pop("total", 0.0))  # the interrupted invocations' time
     train_split = data.encoded["train"]
     lengths = np.asarray([len(ids) for ids in train_split.input_ids], dtype=np.int64)
     bar = tqdm(
@@ -485,6 +491,7 @@ def train_epochs(
         state.durations["training"] += train_clock.seconds
         state.durations["validation"] += validation_clock.seconds
         state.epoch = epoch
+        state.durations["total"] = total_clock.seconds  # what a resumed run carries over
         record["epochs"].append(
             {
                 "epoch": epoch,
@@ -557,7 +564,7 @@ def train(
     data = training_data(run, encoded)
     total_steps = total_optimizer_steps(settings, run.epochs, len(data.encoded["train"]))
     record = new_record(run, data, total_steps)
-    best_predictions, durations = train_epochs(run, data, total_steps, record, progress)
+    best_predictions, durations = train_epochs(run, data, total_steps, record, progress, total_clock)
     results = checkpoint_results(run, data, record, best_predictions)
     test_seconds = results.pop("test_seconds")
     record.update({**results, "durations": {**durations, "test": test_seconds, "total": total_clock.seconds}})

@@ -102,6 +102,39 @@ def test_explain_record_keeps_the_measures_given_and_replaces_only_its_own(tiny_
     assert mine.read_text() == '{"kind": "notes"}\n' and not (tmp_path / "mine.jsonl").exists()
 
 
+@pytest.mark.parametrize("given", ["flag", "environment"])
+def test_threads_limit_every_engine_for_the_command_only(tiny_babi, tmp_path, monkeypatch, given):
+    import numba
+    import torch
+
+    from fmm_fast.backends import onnx_backend
+    from fmm_fast.core import threads
+
+    _, onnx_path, data = tiny_babi
+    before = (threads.compute_threads(), torch.get_num_threads(), numba.get_num_threads())
+    if 1 in before:
+        pytest.skip("a limit of 1 thread looks like the default here")
+    seen = []
+
+    def counts() -> int:  # what a model opened in the command runs on
+        seen.append((threads.compute_threads(), torch.get_num_threads(), numba.get_num_threads()))
+        return seen[-1][0]
+
+    monkeypatch.setattr(onnx_backend, "compute_threads", counts)
+    flags = ["--threads", "1"] if given == "flag" else []
+    if given == "environment":
+        monkeypatch.setenv("FMM_FAST_THREADS", "1")
+    argv = ["explain", "--model", str(onnx_path), *data_flags(data), "--limit", "2", "-m", "rand", "-q"]
+    assert main([*flags, *argv, "--out", str(tmp_path / "e.jsonl")]) == 0
+    assert seen and all(count == (1, 1, 1) for count in seen)
+    assert (threads.compute_threads(), torch.get_num_threads(), numba.get_num_threads()) == before
+
+
+def test_threads_must_be_a_positive_count(capsys):
+    assert main(["--threads", "0", "report", "--help"]) == 2
+    assert "--threads" in capsys.readouterr().err
+
+
 def test_masf_on_the_onnx_model(tiny_babi, tmp_path, capsys):
     _, onnx_path, data = tiny_babi
     out = tmp_path / "masf"

@@ -186,6 +186,8 @@ CASES = [
         "--out was given more than once",
     ),
     ("repeated flag", "train {babi} --quiet --quiet --out {new}", "--quiet was given more than once"),
+    ("repeated --threads", "--threads 1 --threads 2 " + EVALUATE, "--threads was given more than once"),
+    ("--threads 0", "--threads 0 " + EVALUATE, "'--threads'"),
     (
         "repeated --metric",
         LOCAL + " {ab_csv} --metric macro-f1 --metric accuracy",

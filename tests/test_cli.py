@@ -130,11 +130,6 @@ def test_threads_limit_every_engine_for_the_command_only(tiny_babi, tmp_path, mo
     assert (threads.compute_threads(), torch.get_num_threads(), numba.get_num_threads()) == before
 
 
-def test_threads_must_be_a_positive_count(capsys):
-    assert main(["--threads", "0", "report", "--help"]) == 2
-    assert "--threads" in capsys.readouterr().err
-
-
 def test_masf_on_the_onnx_model(tiny_babi, tmp_path, capsys):
     _, onnx_path, data = tiny_babi
     out = tmp_path / "masf"

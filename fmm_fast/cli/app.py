@@ -2,8 +2,11 @@
 
 import typer
 
+from fmm_fast.cli.once import OnceGroup
+
 app = typer.Typer(
     name="fmm-fast",
+    cls=OnceGroup,
     help="Fast faithfulness evaluation of NLP explanations (masked fine-tuning, ONNX, erasure, MaSF).",
     no_args_is_help=True,
     add_completion=False,

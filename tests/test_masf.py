@@ -13,7 +13,6 @@ from scipy import stats
 from fmm_fast.core.errors import UserError
 from fmm_fast.protocols.masf.reduction import LayerProjection
 from fmm_fast.protocols.masf.statistic import (
-    CALIBRATION_VARIANTS,
     IN_DISTRIBUTION_LEVEL,
     KERNEL_BLOCK_ROWS,
     MaSFCalibration,
@@ -453,10 +452,10 @@ def test_split_is_seeded_and_recorded():
     unreduced = MaSFCalibration.fit(calibration, "split", seed=9, components=0).describe()
     assert unreduced["components"] == 0 and unreduced["variant"] == calibration_variant("split", 0)
     assert not calibration_variant("split", 0).startswith("PCA")
-    assert CALIBRATION_VARIANTS["split"].startswith("PCA 32 per layer fitted on half A; ")  # the default
+    assert calibration_variant("split").startswith("PCA 32 per layer fitted on half A; ")  # the default
     in_sample = MaSFCalibration.fit(calibration).describe()
     assert (in_sample["seed"], in_sample["components"]) == (None, 0)
-    assert in_sample["variant"] == CALIBRATION_VARIANTS["in-sample"] != described["variant"]
+    assert in_sample["variant"] == calibration_variant("in-sample") != described["variant"]
     # The seed matters: another split scores the same test rows differently.
     test = rng.standard_normal((50, 2, 8)).astype(np.float32)
     assert not np.array_equal(

@@ -65,8 +65,6 @@ def calibration_variant(method: str, components: int = DEFAULT_SPLIT_COMPONENTS)
     )
 
 
-# Each method's variant with the default reduction: what bench/reproduce expects a current record to hold.
-CALIBRATION_VARIANTS = {method: calibration_variant(method) for method in CALIBRATION_METHODS}
 FISHER_EPSILON = 1e-8  # keeps log finite for p = 0
 IN_DISTRIBUTION_LEVEL = 0.05
 SHARE_THRESHOLDS = ("0.001", "0.005", "0.01", "0.05", "0.1")

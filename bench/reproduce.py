@@ -99,7 +99,12 @@ def reproduce(argv: Sequence[str] | None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", choices=sorted(SCALES), required=True, help=" | ".join(SCALES))
     parser.add_argument("--out", type=Path, help="default: bench/results/reproduce-SCALE")
-    parser.add_argument("--dry-run", action="store_true", help="print the steps and their state, run nothing")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the steps and their state (done; started: an interrupted run the step resumes; todo), "
+        "run nothing",
+    )
     parser.add_argument(
         "--datasets", nargs="+", metavar="NAME", help="only these of the scale's datasets (default: all)"
     )
@@ -191,7 +196,7 @@ def reproduce(argv: Sequence[str] | None) -> int:
     steps = [step for chain in chains for step in chain.steps] + last
     if args.dry_run:
         for step in steps:
-            print(f"[{'done' if step.done() else 'todo'}] {step.name}\n  $ {step.command}")
+            print(f"[{step.state()}] {step.name}\n  $ {step.command}")
         return 0
     study.root.mkdir(parents=True, exist_ok=True)
     settings_file.write_text(settings)

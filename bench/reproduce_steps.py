@@ -41,10 +41,22 @@ class Step:
         finished = self.output.exists() if self.claim is None else finished_run(self.output, *self.claim())
         return finished and self.complete(self.output)
 
+    def resumes(self) -> bool:
+        """Whether running the unfinished step continues what an earlier run left: a run of the same
+        fingerprint, or a resumable output without a claim, which resumes by itself."""
+        return self.resumable and (self.claim is None or holds_run(self.output, *self.claim()))
+
+    def state(self) -> str:
+        """done; started (an unfinished run of the same fingerprint is there, and the step resumes it); or
+        todo."""
+        if self.done():
+            return "done"
+        started = self.claim is not None and self.resumes()
+        return "started" if started else "todo"
+
     def prepare(self) -> None:
-        """Before running an unfinished step: remove what `clear` names, unless the step resumes (a run of
-        the same fingerprint, or a resumable output without a claim, which resumes by itself)."""
-        if self.resumable and (self.claim is None or holds_run(self.output, *self.claim())):
+        """Before running an unfinished step: remove what `clear` names, unless the step resumes."""
+        if self.resumes():
             return
         for path in self.clear:
             if path.is_dir():

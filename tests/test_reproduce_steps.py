@@ -55,8 +55,9 @@ def test_a_killed_step_is_not_done(tmp_path, monkeypatch, kind) -> None:
     study = Study(Scale("test", (0,), (plan,)), tmp_path)
     steps = study.training_steps(plan, ["masked"], 0) if kind == "train" else study.evaluation_steps(plan, 0)
     step = steps[0]
+    assert step.state() == "todo"
     claim_directory(step.output, *step.claim())  # what the command does first
-    assert not step.done()
+    assert not step.done() and step.state() == "started"
     (step.output / "run.json").write_text("{}")  # what the killed run wrote: kept for it to resume
     step.prepare()
     assert (step.output / "run.json").is_file()

@@ -35,10 +35,11 @@ from tokenizers import Tokenizer
 
 from fmm_fast.backends.onnx_backend import PROVIDERS, OnnxBackend
 from fmm_fast.backends.openvino_backend import OpenVinoBackend
-from fmm_fast.backends.precision import CPUINFO, cpu_flags, cpu_has_native_bf16
+from fmm_fast.backends.precision import cpu_has_native_bf16
 from fmm_fast.backends.torch_backend import TorchBackend
 from fmm_fast.core import records as runrecord
 from fmm_fast.core.datatypes import EncodedSplit, ModelInfo
+from fmm_fast.core.machine import cpu_model, isa_extensions
 from fmm_fast.core.records import versions
 from fmm_fast.core.threads import physical_cores
 from fmm_fast.data import load_dataset
@@ -71,7 +72,6 @@ PEAK_SIZES = {"cpu": 2048, "cuda": 8192}
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 OPENVINO_HINTS = {"fp32": "f32", "bf16": "bf16"}
 # The ISA extensions that decide matmul speed, as named in /proc/cpuinfo's flags
-ISA_FLAGS = {"AVX2": "avx2", "AVX-512": "avx512f", "AVX512_BF16": "avx512_bf16", "AMX": "amx_tile"}
 
 T = TypeVar("T")
 
@@ -447,22 +447,6 @@ def check_device(parser: argparse.ArgumentParser, device: str) -> None:
 
 def rounds(args: argparse.Namespace) -> int:
     return args.repeat or (1 if args.quick else 3)
-
-
-def cpu_model() -> str:
-    """The CPU's model name from /proc/cpuinfo, else what platform says."""
-    try:
-        text = CPUINFO.read_text()
-    except OSError:
-        return platform.processor() or platform.machine()
-    found = re.search(r"^model name\s*:\s*(.+)$", text, re.MULTILINE)
-    return found.group(1).strip() if found else platform.machine()
-
-
-def isa_extensions() -> list[str]:
-    """Those of ISA_FLAGS the CPU has."""
-    flags = cpu_flags()
-    return [name for name, flag in ISA_FLAGS.items() if flag in flags]
 
 
 def torch_blas() -> str:

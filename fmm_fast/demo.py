@@ -15,6 +15,7 @@ from pathlib import Path
 
 from fmm_fast.backends.engine import MaskBatchEngine
 from fmm_fast.backends.loading import LoadedModel, load_model
+from fmm_fast.core.machine import machine_record
 from fmm_fast.core.outputs import claim_directory, finish_run, finished_run
 from fmm_fast.core.progress import progress_bar
 from fmm_fast.core.records import read_record, versions, write_record
@@ -131,6 +132,7 @@ def run_demo(out: Path, config: DemoConfig) -> dict:
         "masf": {m: {s["ratio"]: s["simes"] for s in r["per_ratio"]} for m, r in masf.items()},
         "masf_calibration": {m: r["calibration"] for m, r in masf.items()},
         "versions": versions(),
+        "machine": machine_record(),
     }
     write_record(out / "demo.json", summary)
     finish_run(out)

@@ -35,9 +35,9 @@ def test_no_peak_gives_no_share(peak) -> None:
 
 
 def test_machine_line_names_cpu_isa_and_blas(monkeypatch) -> None:
-    import common
+    from fmm_fast.core import machine
 
-    monkeypatch.setattr(common, "cpu_flags", lambda: frozenset({"avx2", "avx512f", "avx512_bf16"}))
+    monkeypatch.setattr(machine, "cpu_flags", lambda: frozenset({"avx2", "avx512f", "avx512_bf16"}))
     assert isa_extensions() == ["AVX2", "AVX-512", "AVX512_BF16"]
     line = machine_line()
     assert "AVX512_BF16" in line and "AMX" not in line and "torch BLAS" in line

@@ -127,6 +127,8 @@ def test_threads_limit_every_engine_for_the_command_only(tiny_babi, tmp_path, mo
     argv = ["explain", "--model", str(onnx_path), *data_flags(data), "--limit", "2", "-m", "rand", "-q"]
     assert main([*flags, *argv, "--out", str(tmp_path / "e.jsonl")]) == 0
     assert seen and all(count == (1, 1, 1) for count in seen)
+    machine = read_record(tmp_path / "e.run.json")["machine"]  # the record says where and on what it ran
+    assert machine["threads"] == 1 and machine["cores"] == before[0] and machine["cpu"]
     assert (threads.compute_threads(), torch.get_num_threads(), numba.get_num_threads()) == before
 
 

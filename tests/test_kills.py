@@ -26,8 +26,16 @@ FILLER = ["the", "a", "film", "plot", "actor", "scene", "music", "story", "long"
           "red", "blue", "city", "night", "day"]  # fmt: skip
 TRAIN_FLAGS = ["--epochs", "6", "--lr", "5e-3", "--batch-size", "8", "--layers", "1", "--width", "32",
                "--device", "cpu", "--quiet"]  # fmt: skip
-# Cost-only keys: wall times, and forward-pass counts (a resumed run recomputes what the cache held).
-VOLATILE = {"seconds", "seconds_this_session", "durations", "total_seconds", "engine", "forward_passes"}
+# Cost-only keys: wall times, forward-pass counts (a resumed run recomputes what the cache held), the machine.
+VOLATILE = {
+    "seconds",
+    "seconds_this_session",
+    "durations",
+    "total_seconds",
+    "engine",
+    "forward_passes",
+    "machine",
+}
 
 
 def keyword_csv(path: Path, rows: int = 240) -> Path:

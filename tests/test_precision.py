@@ -12,7 +12,6 @@ import pytest
 import torch
 
 from fmm_fast.api import as_engine, explain, explain_texts
-from fmm_fast.backends import precision as precision_module
 from fmm_fast.backends.engine import MaskBatchEngine
 from fmm_fast.backends.loading import gradient_backend, load_model
 from fmm_fast.backends.onnx_backend import OnnxBackend
@@ -21,6 +20,7 @@ from fmm_fast.backends.options import BackendOptions
 from fmm_fast.backends.precision import cpu_has_native_bf16, resolve_precision
 from fmm_fast.backends.torch_backend import TorchBackend
 from fmm_fast.cli import main
+from fmm_fast.core import machine as machine_module
 from fmm_fast.core.datatypes import pad_batch
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.settings import EvaluationSettings, MasfSettings
@@ -33,12 +33,12 @@ needs_openvino = pytest.mark.skipif(not HAS_OPENVINO, reason="the openvino extra
 
 @pytest.fixture
 def cpu_without_bf16(monkeypatch):
-    monkeypatch.setattr(precision_module, "cpu_flags", lambda: frozenset({"avx2", "avx512f"}))
+    monkeypatch.setattr(machine_module, "cpu_flags", lambda: frozenset({"avx2", "avx512f"}))
 
 
 @pytest.fixture
 def cpu_with_bf16(monkeypatch):
-    monkeypatch.setattr(precision_module, "cpu_flags", lambda: frozenset({"avx2", "avx512_bf16"}))
+    monkeypatch.setattr(machine_module, "cpu_flags", lambda: frozenset({"avx2", "avx512_bf16"}))
 
 
 @pytest.fixture
@@ -49,12 +49,16 @@ def no_openvino(monkeypatch):
 
 def test_cpu_flags_come_from_cpuinfo(monkeypatch, tmp_path) -> None:
     cpuinfo = tmp_path / "cpuinfo"
-    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu avx2 amx_bf16 avx512f\n\nflags\t: fpu\n")
-    monkeypatch.setattr(precision_module, "CPUINFO", cpuinfo)
-    assert precision_module.cpu_flags() == {"fpu", "avx2", "amx_bf16", "avx512f"}
-    assert precision_module.cpu_has_native_bf16()
-    monkeypatch.setattr(precision_module, "CPUINFO", tmp_path / "missing")
-    assert precision_module.cpu_flags() == frozenset() and not precision_module.cpu_has_native_bf16()
+    cpuinfo.write_text(
+        "processor\t: 0\nmodel name\t: Some CPU 9000\nflags\t\t: fpu avx2 amx_bf16 avx512f\n\nflags\t: fpu\n"
+    )
+    monkeypatch.setattr(machine_module, "CPUINFO", cpuinfo)
+    assert machine_module.cpu_flags() == {"fpu", "avx2", "amx_bf16", "avx512f"}
+    assert cpu_has_native_bf16()
+    assert machine_module.cpu_model() == "Some CPU 9000"
+    assert machine_module.isa_extensions() == ["AVX2", "AVX-512"]
+    monkeypatch.setattr(machine_module, "CPUINFO", tmp_path / "missing")
+    assert machine_module.cpu_flags() == frozenset() and not cpu_has_native_bf16()
 
 
 def test_auto_resolves_by_hardware(cpu_with_bf16) -> None:

@@ -43,8 +43,10 @@ def write_result(
     split: str = "test",
     subdir: str = "",
     n_examples: int = 100,
+    machine: dict | None = None,
 ) -> Path:
-    """A result.json as `fmm-fast evaluate` writes it. scores: measure -> (acu, racu), read as given."""
+    """A result.json as `fmm-fast evaluate` writes it. scores: measure -> (acu, racu), read as given;
+    machine None: a record older than the machine field."""
     curves = {
         name: {metric: curve(unmasked, fully_masked, bend=0.1 * k), "macro_f1": curve(0.3, 0.2)}
         for k, name in enumerate(scores)
@@ -75,6 +77,7 @@ def write_result(
         "measures": measures,
         "durations": {"total_seconds": 100.0},
         "versions": {},
+        **({} if machine is None else {"machine": machine}),
     }
     path = root / f"{dataset}-{strategy}-s{seed}" / subdir / "result.json"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -102,7 +105,14 @@ def results(tmp_path: Path) -> Path:
         if seed < 2:
             scores["beam-sign-10"] = (0.3 + 0.1 * seed, 1.8)
         write_result(
-            root, "sst2", "masked", seed, scores, unmasked=0.91 + 0.01 * seed, fully_masked=0.52 + 0.01 * seed
+            root,
+            "sst2",
+            "masked",
+            seed,
+            scores,
+            unmasked=0.91 + 0.01 * seed,
+            fully_masked=0.52 + 0.01 * seed,
+            machine={"cpu": "Test CPU 9000", "isa": ["AVX2"], "cores": 2, "threads": 2, "load_average": None},
         )
         write_result(
             root,
@@ -171,6 +181,9 @@ def test_table_cells_dropped_seeds_and_files(results: Path, tmp_path: Path):
     timing = (out / "timing.md").read_text()
     assert "| masked | sst2 | loo-abs | 3 | 12.0 | 18,000 |" in timing
     assert "| masked | babi-2 | loo-abs | 2 | 11.0 | 18,000 |" in timing  # dropped seed's run left out
+    where = timing.split("Measured on: ")[1]  # the kept runs' machines: the dropped seed's is not counted
+    assert "Test CPU 9000, 2 threads (3 runs)" in where
+    assert "not recorded (a record older than the machine field) (3 runs)" in where
 
     for name in ("curves-sst2-masked.png", "curves-babi-2-masked.png", "curves-sst2-plain.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -178,6 +191,8 @@ def test_table_cells_dropped_seeds_and_files(results: Path, tmp_path: Path):
     data = json.loads((out / "report.json").read_text())
     assert data["dropped_seeds"][0]["seed"] == 2 and data["dropped_seeds"][0]["unmasked"] == 0.4
     assert data["dropped_seeds"][0]["n_examples"] == 100 and data["dropped_seeds"][0]["undecided"] is False
+    sst2_masked_group = next(g for g in data["groups"] if (g["dataset"], g["strategy"]) == ("sst2", "masked"))
+    assert sst2_masked_group["machines"] == {"Test CPU 9000, 2 threads": 3}
     groups = {(g["dataset"], g["strategy"]): g for g in data["groups"]}
     babi_loo = groups[("babi-2", "masked")]["measures"]["loo-abs"]
     assert babi_loo["seeds"] == [0, 1] and babi_loo["racu"]["values"] == BABI_LOO_ABS_RACU[:2]

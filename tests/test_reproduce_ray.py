@@ -26,7 +26,7 @@ BENCH = REPO / "bench"
 STUDY = ["--scale", "tiny", "--datasets", "babi-1"]
 RECORDS = ("train/**/run.json", "evaluate/**/result.json", "masf/**/masf.json", "supporting/*.json",
            "roar/**/result.json", "roar/**/record.json")  # fmt: skip
-VOLATILE = {"durations", "versions"}  # and every key holding "seconds"
+VOLATILE = {"durations", "versions", "machine"}  # and every key holding "seconds"
 
 
 def reproduce(*arguments: str | Path, one_thread: bool = False) -> subprocess.CompletedProcess:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fmm_fast.backends import precision as precision_module
+from fmm_fast.core import machine as machine_module
 from fmm_fast.core.records import read_record
 from fmm_fast.training.base_models import TINY_ROBERTA
 
@@ -36,7 +36,7 @@ def test_every_chain_ends_with_roar_on_its_data_recipe_and_precision(bench, tmp_
 
     tiny = SCALES["tiny"]
     for study in (Study(tiny, tmp_path), Study(replace(tiny, train_precision="bf16"), tmp_path)):
-        monkeypatch.setattr(precision_module, "cpu_flags", lambda: frozenset({"avx512f", "avx512_bf16"}))
+        monkeypatch.setattr(machine_module, "cpu_flags", lambda: frozenset({"avx512f", "avx512_bf16"}))
         chains = study.chains()
         assert len(chains) == len(tiny.datasets) * len(tiny.seeds)
         for chain in chains:

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from fmm_fast.backends import precision as precision_module
 from fmm_fast.backends.loading import load_model
 from fmm_fast.backends.options import BackendOptions
 from fmm_fast.backends.precision import resolve_training_precision
 from fmm_fast.cli import main
+from fmm_fast.core import machine as machine_module
 from fmm_fast.core.datatypes import trained_in
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.outputs import RUN_MARKER
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 def pretend_cpu(monkeypatch: pytest.MonkeyPatch, flags: frozenset[str]) -> None:
     """Resolve as on a CPU with these ISA flags (the bf16 training itself runs on any CPU, only slower)."""
-    monkeypatch.setattr(precision_module, "cpu_flags", lambda: flags)
+    monkeypatch.setattr(machine_module, "cpu_flags", lambda: flags)
 
 
 # ---------------------------------------------------------------------------------------------- resolution

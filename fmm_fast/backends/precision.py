@@ -10,15 +10,14 @@ Both resolve a resolved value to itself, and check_precision is the one check of
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
+from fmm_fast.core import machine
 from fmm_fast.core.errors import UserError
 
 PRECISIONS = ("fp32", "bf16", "auto")  # what --precision takes
 RAN_PRECISIONS = ("fp32", "bf16", "fp16")  # what a precision resolves to (fp16: CUDA only)
 DEFAULT_PRECISION = "fp32"  # until bench/bench_precision.py's fidelity report says otherwise
 NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
-CPUINFO = Path("/proc/cpuinfo")
 
 
 @dataclass(frozen=True)
@@ -30,26 +29,14 @@ class Precision:
     note: str | None = None
 
 
-def cpu_flags() -> frozenset[str]:
-    """The ISA flags of the first CPU in /proc/cpuinfo (empty where there is none, e.g. not Linux)."""
-    try:
-        text = CPUINFO.read_text()
-    except OSError:
-        return frozenset()
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "flags":
-            return frozenset(value.split())
-    return frozenset()
-
-
 def cpu_has_native_bf16() -> bool:
-    return any(flag in cpu_flags() for flag in NATIVE_BF16_FLAGS)
+    return any(flag in machine.cpu_flags() for flag in NATIVE_BF16_FLAGS)
 
 
 def no_native_bf16() -> str:
     """Why a CPU without native bf16 runs otherwise (the start of a note or error)."""
-    return f"this CPU has no native bf16 (none of {', '.join(NATIVE_BF16_FLAGS)} in {CPUINFO}'s flags)"
+    flags = ", ".join(NATIVE_BF16_FLAGS)
+    return f"this CPU has no native bf16 (none of {flags} in {machine.CPUINFO}'s flags)"
 
 
 def check_precision(value: str, on_cuda: bool) -> None:

@@ -26,6 +26,7 @@ from fmm_fast.cli.options import (
 from fmm_fast.cli.seed_runs import fidelity_sides
 from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.core.errors import UserError
+from fmm_fast.core.machine import machine_record
 from fmm_fast.core.outputs import check_file, output_lock
 from fmm_fast.core.progress import progress_bar
 from fmm_fast.core.records import Stopwatch, read_record, split_run_header, versions, write_record
@@ -74,6 +75,7 @@ def explain_record(
         "files": [path.name for path in files],
         "durations": {"measures_seconds": seconds, "total_seconds": total_seconds},
         "versions": versions(),
+        "machine": machine_record(),
     }
     return record if workers is None else {**record, "workers": workers}
 

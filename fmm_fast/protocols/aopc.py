@@ -23,6 +23,7 @@ from fmm_fast.backends.engine import MaskBatchEngine
 from fmm_fast.backends.loading import LoadedModel
 from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.core.errors import UserError
+from fmm_fast.core.machine import machine_record
 from fmm_fast.core.metrics import compute_metrics, majority_metric
 from fmm_fast.core.outputs import claim_directory, finish_run
 from fmm_fast.core.reading import read_state
@@ -170,6 +171,7 @@ def run_peer_evaluation(
         "per_example_file": PEER_FILE,
         "engine": engine.stats.as_dict(),
         "versions": versions(),
+        "machine": machine_record(),
     }
     if fidelity is not None:
         record["fidelity"] = fidelity()

@@ -19,6 +19,7 @@ from fmm_fast.backends.loading import LoadedModel, gradient_backend
 from fmm_fast.backends.options import BackendOptions
 from fmm_fast.core.datatypes import EncodedSplit, pad_batch, save_ragged
 from fmm_fast.core.errors import UserError
+from fmm_fast.core.machine import machine_record
 from fmm_fast.core.metrics import compute_metrics, majority_metric
 from fmm_fast.core.outputs import claim_directory, finish_run
 from fmm_fast.core.reading import read_state
@@ -486,4 +487,5 @@ def evaluation_record(
         **result,
         "engine": engine,
         "versions": versions(),
+        "machine": machine_record(),
     }

@@ -21,6 +21,7 @@ from fmm_fast.api import explain_encoded
 from fmm_fast.backends.loading import LoadedModel, load_model
 from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.core.errors import UserError
+from fmm_fast.core.machine import machine_record
 from fmm_fast.core.reading import read_checked
 from fmm_fast.core.records import versions, write_record
 from fmm_fast.data.options import DataOptions, open_split
@@ -163,7 +164,13 @@ def _load_record(out: Path, settings: dict) -> dict:
             )
         return record
     out.parent.mkdir(parents=True, exist_ok=True)
-    return {"kind": "supporting-overlap", "settings": settings, "measures": {}, "versions": versions()}
+    return {
+        "kind": "supporting-overlap",
+        "settings": settings,
+        "measures": {},
+        "versions": versions(),
+        "machine": machine_record(),
+    }
 
 
 def _fitted(scores: Sequence[np.ndarray], subset: EncodedSplit, measure: str) -> list[np.ndarray]:

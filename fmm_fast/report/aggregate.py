@@ -5,7 +5,7 @@ Seeds whose model did not converge are dropped (docs/method.md §5); one run per
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,6 +97,7 @@ class GroupReport:
     fully_masked: Estimate
     measures: dict[str, MeasureReport]  # canonical order
     files: list[Path]
+    machines: dict[str, int]  # where the kept runs computed (load.machine_text) -> how many runs
 
 
 @dataclass(frozen=True)
@@ -249,6 +250,7 @@ def aggregate(
                 fully_masked=Estimate.of(r.fully_masked for r in representatives),
                 measures={name: _measure_report(name, kept) for name in names},
                 files=[r.path for rs in kept.values() for r in rs],
+                machines=dict(Counter(r.machine for rs in kept.values() for r in rs).most_common()),
             )
         )
     groups.sort(key=lambda g: (strategy_sort_key(g.strategy), g.dataset))

@@ -23,6 +23,7 @@ RESULT_FILE = "result.json"
 ROAR_PROTOCOL = "roar"
 ROAR_PHASES = ("train", "explain", "mask", "evaluate", "total")
 FLAT_BASELINE = "rand is flat at these ratios (random masking did not change the metric)"
+NOT_RECORDED = "not recorded (a record older than the machine field)"
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class EvaluationResult:
     ratios: np.ndarray
     measures: dict[str, MeasureRun]
     n_examples: int
+    machine: str = NOT_RECORDED  # where the run computed (machine_text)
 
     @property
     def unmasked(self) -> float:
@@ -250,7 +252,16 @@ def _parse_result(path: Path, data: object) -> EvaluationResult:
         ratios=ratios,
         measures=measures,
         n_examples=n_examples,
+        machine=machine_text(data.get("machine")),
     )
+
+
+def machine_text(machine: object) -> str:
+    """A record's machine (core.machine.machine_record) as "CPU, N threads", NOT_RECORDED without one."""
+    if not isinstance(machine, dict) or not isinstance(machine.get("cpu"), str):
+        return NOT_RECORDED
+    threads = machine.get("threads")
+    return machine["cpu"] + (f", {threads} threads" if isinstance(threads, int) else "")
 
 
 def _signed(name: str) -> bool:

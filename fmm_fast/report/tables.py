@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -153,4 +154,8 @@ def render_timing_markdown(report: Report) -> str:
         for m in g.measures.values()
     ]
     header = ["Strategy", "Dataset", "Measure", "Runs", "Seconds per run", "Forward passes per run"]
-    return markdown_table(header, rows) + "\n"
+    machines: Counter[str] = Counter()
+    for group in report.groups:
+        machines.update(group.machines)
+    where = "; ".join(f"{machine} ({count} runs)" for machine, count in machines.most_common())
+    return markdown_table(header, rows) + f"\n\nMeasured on: {where}.\n"

@@ -114,6 +114,7 @@ def report_to_dict(report: Report) -> dict:
                 "fully_masked": _estimate_dict(g.fully_masked),
                 "measures": _measures_dict(g),
                 "files": [str(p) for p in g.files],
+                "machines": g.machines,
             }
             for g in report.groups
         ],

@@ -7,7 +7,8 @@ The output directory gets `model/` (the checkpoint of the best validation epoch)
   best_epoch; test {ratio: metrics} of the best checkpoint; majority_baseline (the primary metric of always
   predicting the most frequent test label); majority_metrics (all four metrics of it); durations (seconds:
   training and validation over every epoch, test, and total: the wall time of every invocation, an
-  interrupted one's up to its last finished epoch); versions.
+  interrupted one's up to its last finished epoch); versions; machine (core.machine.machine_record: where
+  the last invocation ran).
 Ratios are "0.0", "0.5", "1.0": the share of every example's explained tokens masked uniformly at random,
 and "metrics" are compute_metrics' four (accuracy, macro_f1, micro_f1, matthews).
 Every forward pass of the run (optimizer steps, validation, test) runs in arguments.backend.precision:
@@ -39,6 +40,7 @@ from fmm_fast.backends.engine import MaskBatchEngine
 from fmm_fast.backends.torch_backend import TorchBackend, autocast, resolve_torch_device
 from fmm_fast.core.datatypes import EncodedSplit, ModelInfo, pad_batch
 from fmm_fast.core.errors import UserError
+from fmm_fast.core.machine import machine_record
 from fmm_fast.core.metrics import compute_metrics, majority_metric
 from fmm_fast.core.outputs import check_directory, claim_directory, finish_run
 from fmm_fast.core.records import Stopwatch, versions, write_record
@@ -386,6 +388,7 @@ def new_record(run: TrainingRun, data: TrainingData, total_steps: int) -> dict[s
         "epochs": [],
         "best_epoch": None,
         "versions": versions(),
+        "machine": machine_record(),
     }
 
 
@@ -427,7 +430,7 @@ def resume_or_clear(run: TrainingRun, state: LoopState, record: dict[str, Any], 
         for stale in (run.out_dir / name for name in (RUN_FILE, MODEL_DIR, RESUME_FILE)):
             shutil.rmtree(stale) if stale.is_dir() else stale.unlink(missing_ok=True)
         return
-    record.update(state.restore(saved))
+    record.update({**state.restore(saved), "machine": record["machine"]})  # where this invocation runs
     record.setdefault("resumed_after_epochs", []).append(state.epoch)
     print(
         f"fmm-fast: resuming {run.out_dir} after epoch {state.epoch} of {run.epochs} ({RESUME_FILE}); "

@@ -17,6 +17,7 @@ from fmm_fast.backends.engine import EngineStats, MaskBatchEngine
 from fmm_fast.backends.loading import LoadedModel
 from fmm_fast.core.datatypes import EncodedSplit, load_ragged
 from fmm_fast.core.errors import UserError
+from fmm_fast.core.machine import machine_record
 from fmm_fast.core.records import versions
 from fmm_fast.core.settings import MasfSettings
 from fmm_fast.data.masking import STRATEGIES, mask_explained_share, random_masking
@@ -211,4 +212,5 @@ def masf_record(settings: MasfSettings, results: dict[str, dict], seconds: float
         "models": {label: {k: v for k, v in r.items() if k != "p_values"} for label, r in results.items()},
         "durations": {"total_seconds": seconds},
         "versions": versions(),
+        "machine": machine_record(),
     }

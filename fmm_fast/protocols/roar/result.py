@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from fmm_fast.core.machine import machine_record
 from fmm_fast.core.records import versions
 from fmm_fast.core.settings import RoarSettings
 from fmm_fast.measures.spec import BASELINE
@@ -94,4 +95,5 @@ def roar_result(settings: RoarSettings, out: Path, metric: str, majority: float)
         "seeds": seeds,
         "cost": cost,
         "versions": versions(),
+        "machine": machine_record(),
     }

@@ -14,6 +14,7 @@ from typing import Any
 
 from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.core.digest import content_sha256
+from fmm_fast.core.machine import machine_record
 from fmm_fast.core.reading import read_state
 from fmm_fast.core.records import write_record
 from fmm_fast.core.settings import RoarSettings
@@ -183,6 +184,7 @@ def step_record(
         },
         "trained": model["trained"],
         "reused_from": model["reused_from"],
+        "machine": machine_record(),  # where this step's explaining and training ran
     }
 
 

@@ -57,6 +57,8 @@ def test_cpu_flags_come_from_cpuinfo(monkeypatch, tmp_path) -> None:
     assert cpu_has_native_bf16()
     assert machine_module.cpu_model() == "Some CPU 9000"
     assert machine_module.isa_extensions() == ["AVX2", "AVX-512"]
+    cpuinfo.write_text("processor\t: 0\ncpu family\t: 26\nmodel\t\t: 2\nmodel name\t: AMD EPYC\n")
+    assert machine_module.cpu_model() == "AMD EPYC (family 26 model 2)"  # the numbers tell Zen 4 from 5
     monkeypatch.setattr(machine_module, "CPUINFO", tmp_path / "missing")
     assert machine_module.cpu_flags() == frozenset() and not cpu_has_native_bf16()
 

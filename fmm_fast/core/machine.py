@@ -33,9 +33,19 @@ def cpu_flags() -> frozenset[str]:
 
 
 def cpu_model() -> str:
-    """The CPU's model name from /proc/cpuinfo, else what platform says."""
-    found = re.search(r"^model name\s*:\s*(.+)$", _cpuinfo(), re.MULTILINE)
-    return found.group(1).strip() if found else platform.processor() or platform.machine()
+    """The CPU's model name from /proc/cpuinfo with its family and model numbers where given (a virtual
+    machine may name only "AMD EPYC": the numbers tell Zen 4 from Zen 5), else what platform says."""
+    text = _cpuinfo()
+    fields = {
+        key: re.search(rf"^{key}\s*:\s*(.+)$", text, re.MULTILINE)
+        for key in ("model name", "cpu family", "model")
+    }
+    if fields["model name"] is None:
+        return platform.processor() or platform.machine()
+    name = fields["model name"].group(1).strip()
+    if fields["cpu family"] is None or fields["model"] is None:
+        return name
+    return f"{name} (family {fields['cpu family'].group(1).strip()} model {fields['model'].group(1).strip()})"
 
 
 def isa_extensions() -> list[str]:

@@ -55,7 +55,7 @@ def isa_extensions() -> list[str]:
 
 
 def machine_record() -> dict[str, Any]:
-    """What a run record says of the machine its invocation computed on: cpu (model name), isa, cores (the
+    """What a run record says of the machine its invocation computed on: cpu (cpu_model), isa, cores (the
     physical cores it may run on), threads (what its models, PyTorch and Numba compute on: --threads or the
     cores) and load_average (1, 5 and 15 minutes, when the record was written: above `threads`, something
     else was running too)."""

@@ -15,6 +15,7 @@ def test_demo_pipeline_writes_every_step_and_calibrates_on_the_whole_validation_
     config = DemoConfig(model=TINY_ROBERTA, lr=1e-3, train_size=300, eval_limit=3, beam_limit=1)
     summary = run_demo(tmp_path, config)
     assert set(summary["steps_seconds"]) == {"train", "export", "evaluate-curves", "evaluate-beam", "masf"}
+    assert summary["machine"]["cpu"] and summary["machine"]["threads"] >= 1  # the times' machine, printed too
     assert {"rand", "grad-l2", "inp-grad-abs", "int-grad-abs", "loo-abs", "loo-sign", BEAM_MEASURE} <= set(
         summary["measures"]
     )

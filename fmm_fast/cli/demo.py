@@ -51,7 +51,12 @@ def demo(
             + f" (calibrating sentences {calibration['n']}, "
             f"lowest possible p {calibration['p_value_floor']:.3g})"
         )
-    print("steps (s): " + ", ".join(f"{k} {v}" for k, v in summary["steps_seconds"].items()))
+    machine = summary["machine"]
+    print(
+        "steps (s): "
+        + ", ".join(f"{k} {v}" for k, v in summary["steps_seconds"].items())
+        + f" (on {machine['cpu']}, {machine['threads']} threads)"
+    )
     print(
         f"files: {out}/train/run.json, {out}/model.onnx, {out}/curves/result.json, {out}/beam/result.json, "
         f"{out}/curves.png, {out}/masf.json, {out}/masf.png, {out}/demo.json"

@@ -26,7 +26,7 @@ FILLER = ["the", "a", "film", "plot", "actor", "scene", "music", "story", "long"
           "red", "blue", "city", "night", "day"]  # fmt: skip
 TRAIN_FLAGS = ["--epochs", "6", "--lr", "5e-3", "--batch-size", "8", "--layers", "1", "--width", "32",
                "--device", "cpu", "--quiet"]  # fmt: skip
-# Cost-only keys: wall times, forward-pass counts (a resumed run recomputes what the cache held), the machine.
+# Cost-only keys: wall times, forward-pass counts (a resumed run recomputes what the cache held), machines.
 VOLATILE = {
     "seconds",
     "seconds_this_session",
@@ -35,6 +35,7 @@ VOLATILE = {
     "engine",
     "forward_passes",
     "machine",
+    "earlier_machines",
 }
 
 

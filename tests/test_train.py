@@ -201,6 +201,7 @@ def test_an_interrupted_run_resumes_bit_for_bit(tmp_path, monkeypatch, capsys) -
     assert 1000 < resumed["durations"]["total"] < 1000 + 600  # the interrupted invocation's time counts
     assert "resuming " in capsys.readouterr().err
     assert resumed["finished"] and resumed["resumed_after_epochs"] == [2]
+    assert resumed["earlier_machines"] == [partial["machine"]]  # where epochs 1-2 ran
     assert [e["epoch"] for e in resumed["epochs"]] == [1, 2, 3]
     # Weights, optimizer, schedule and every generator came back: epoch 3 is the same to the last bit.
     for key in ("train_loss", "selection_metric", "validation", "steps"):

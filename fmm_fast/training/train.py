@@ -8,7 +8,8 @@ The output directory gets `model/` (the checkpoint of the best validation epoch)
   predicting the most frequent test label); majority_metrics (all four metrics of it); durations (seconds:
   training and validation over every epoch, test, and total: the wall time of every invocation, an
   interrupted one's up to its last finished epoch); versions; machine (core.machine.machine_record: where
-  the last invocation ran).
+  the last invocation ran; a resumed run lists the earlier invocations' in earlier_machines, one per entry of
+  resumed_after_epochs).
 Ratios are "0.0", "0.5", "1.0": the share of every example's explained tokens masked uniformly at random,
 and "metrics" are compute_metrics' four (accuracy, macro_f1, micro_f1, matthews).
 Every forward pass of the run (optimizer steps, validation, test) runs in arguments.backend.precision:
@@ -430,8 +431,10 @@ def resume_or_clear(run: TrainingRun, state: LoopState, record: dict[str, Any], 
         for stale in (run.out_dir / name for name in (RUN_FILE, MODEL_DIR, RESUME_FILE)):
             shutil.rmtree(stale) if stale.is_dir() else stale.unlink(missing_ok=True)
         return
-    record.update({**state.restore(saved), "machine": record["machine"]})  # where this invocation runs
+    earlier = state.restore(saved)
+    record.update({**earlier, "machine": record["machine"]})  # where this invocation runs
     record.setdefault("resumed_after_epochs", []).append(state.epoch)
+    record.setdefault("earlier_machines", []).append(earlier.get("machine"))  # where the epochs before ran
     print(
         f"fmm-fast: resuming {run.out_dir} after epoch {state.epoch} of {run.epochs} ({RESUME_FILE}); "
         "--overwrite starts afresh",

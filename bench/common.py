@@ -71,8 +71,6 @@ FLOP_FORMULA = (
 PEAK_SIZES = {"cpu": 2048, "cuda": 8192}
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 OPENVINO_HINTS = {"fp32": "f32", "bf16": "bf16"}
-# The ISA extensions that decide matmul speed, as named in /proc/cpuinfo's flags
-
 T = TypeVar("T")
 
 

@@ -158,4 +158,4 @@ def render_timing_markdown(report: Report) -> str:
     for group in report.groups:
         machines.update(group.machines)
     where = "; ".join(f"{machine} ({count} runs)" for machine, count in machines.most_common())
-    return markdown_table(header, rows) + f"\n\nMeasured on: {where}.\n"
+    return markdown_table(header, rows) + (f"\n\nMeasured on: {where}.\n" if where else "\n")

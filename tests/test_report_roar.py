@@ -334,6 +334,43 @@ def test_no_retraining_scored_at_roar_ratios(tmp_path: Path, capsys):
     assert evaluate["measures"]["loo-sign"]["acu"]["values"] == pytest.approx([0.0] * 3)
 
 
+def thirds_roar(tmp_path: Path) -> Path:
+    """A 3-step ROAR run of seed 0 (ratios 0, 1/3, 2/3, 1: not on evaluate's 10% grid)."""
+    roar = write_roar(tmp_path / "roar", seeds=(0,))
+    record = read_record(roar / "result.json")
+    record["ratios"] = [0.0, 1 / 3, 2 / 3, 1.0]
+    curves = record["seeds"]["0"]["curves"]
+    record["seeds"]["0"]["curves"] = {name: c[::3][:3] + c[-1:] for name, c in curves.items()}
+    write_record(roar / "result.json", record)
+    return roar
+
+
+def test_no_retraining_off_roar_ratios_is_marked_and_noted(tmp_path: Path, capsys):
+    """Where the no-retraining curves cannot be read at ROAR's ratios, their areas stay on their own grid:
+    the column says so and Left out says why and which --steps would do."""
+    roar = thirds_roar(tmp_path)
+    masked = write_masked_evaluations(tmp_path / "evaluate")
+    assert report(tmp_path, capsys, roar, masked)[0] == 0
+    table = (tmp_path / "report" / "roar.md").read_text()
+    section = rows(table, "movie-snippets: Recursive ROAR, plain retraining (seed 0)\n")
+    assert section["Measure"][3:] == [
+        "No retraining: plain step-0 model, on its own ratios (see Left out) (n=1)",
+        "No retraining: masked model (evaluate), on its own ratios (see Left out) (n=3)",
+    ]
+    assert section["grad-l2"][3:] == [cell(STEP0_SCORES["grad-l2"][:1]), cell(MASKED_SCORES["grad-l2"])]
+    notes = [line for line in table.splitlines() if "compare with ROAR's only roughly" in line]
+    assert len(notes) == 2 and all("ROAR's (0%, 33.3%, 66.7%, 100%)" in n for n in notes)
+    assert all("`fmm-fast roar --steps 1, 2, 5 or 10`" in n for n in notes)
+    print_summary(read_record(roar / "result.json"), roar)
+    assert "no-retrain: on the erasure's own ratios, not ROAR's" in capsys.readouterr().out
+
+
+def test_the_roar_summary_names_no_grid_when_on_roar_ratios(tmp_path: Path, capsys):
+    run = write_roar(tmp_path / "fine", seeds=(0,))
+    print_summary(read_record(run / "result.json"), run)
+    assert "own ratios" not in capsys.readouterr().out
+
+
 def test_recursive_and_non_recursive_are_separate_groups(tmp_path: Path, capsys):
     recursive = write_roar(tmp_path / "r", seeds=(0,), erasure=False)
     plain_roar = write_roar(tmp_path / "n", seeds=(0,), recursive=False, erasure=False)

@@ -149,10 +149,11 @@ def print_summary(result: dict, out: Path) -> None:
     )
     for seed, values in result["seeds"].items():
         erasure = load_result(out / values["erasure"]) if values["erasure"] else None
-        plain_racu = {}
+        plain_racu, own_grid = {}, False
         if erasure is not None:
-            scored = erasure.at_ratios(np.asarray(result["ratios"])) or erasure
-            plain_racu = {name: run.racu for name, run in scored.measures.items()}
+            scored = erasure.at_ratios(np.asarray(result["ratios"]))
+            own_grid = scored is None
+            plain_racu = {name: run.racu for name, run in (scored or erasure).measures.items()}
         print(
             f"seed {seed}: {'measure':<14}{'r=0':>7}{'r=1':>7}{'ACU':>8}{'RACU':>8}{'clipped':>9}"
             f"{'no-retrain':>12}"
@@ -163,6 +164,8 @@ def print_summary(result: dict, out: Path) -> None:
             cells = [f"{100 * v:.1f}" if v is not None else "-" for v in (acu, racu, clipped)]
             plain = f"{100 * plain_racu[name]:.1f}" if name in plain_racu else "-"
             print(f"        {name:<14}{first:>7}{last:>7}{cells[0]:>8}{cells[1]:>8}{cells[2]:>9}{plain:>12}")
+        if own_grid:
+            print("        no-retrain: on the erasure's own ratios, not ROAR's (its ratios are not a subset)")
     cost = result["cost"]
     print(
         f"cost: {cost['trainings']} trainings, {cost['forward_passes']} forward and "

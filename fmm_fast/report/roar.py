@@ -163,6 +163,16 @@ def _columns(
     return columns
 
 
+def _percents(ratios: np.ndarray) -> str:
+    return ", ".join(f"{100 * r:.3g}%" for r in ratios)
+
+
+def _dividing(steps: int) -> str:
+    """The step counts whose ratios j/K lie on a grid of `steps` equal steps: "1, 2, 5 or 10" for 10."""
+    counts = [str(k) for k in range(1, steps + 1) if steps % k == 0]
+    return counts[0] if len(counts) == 1 else f"{', '.join(counts[:-1])} or {counts[-1]}"
+
+
 def _group(runs: list[RoarResult], evaluations: Sequence[EvaluationResult]) -> RoarGroup:
     first = runs[0]
     check_consistent(runs, ("metric", "ratios"))
@@ -206,6 +216,14 @@ def _group(runs: list[RoarResult], evaluations: Sequence[EvaluationResult]) -> R
     beside = [result for result in evaluations if result.dataset == first.dataset]
     columns = _columns(True, own, first.ratios, drop_unconverged=False)
     columns += _columns(False, beside, first.ratios, drop_unconverged=True)
+    notes += [
+        f"{column.label}: its curves are not measured at every ratio of ROAR's ({_percents(first.ratios)}), "
+        f"so its areas are on its own ratios ({_percents(column.scored.ratios)}) and compare with ROAR's "
+        f"only roughly: `fmm-fast roar --steps {_dividing(len(column.scored.ratios) - 1)}` puts ROAR's "
+        "ratios on its grid"
+        for column in columns
+        if not np.array_equal(column.scored.ratios, first.ratios)
+    ]
     return RoarGroup(
         dataset=first.dataset,
         strategy=first.strategy,

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from fmm_fast.report.load import ROAR_PHASES
-from fmm_fast.report.roar import CostRow, RoarGroup, RoarReport
+from fmm_fast.report.roar import CostRow, NoRetraining, RoarGroup, RoarReport
 from fmm_fast.report.tables import markdown_table, score_cell
 
 ROAR_CAPTION = (
@@ -19,6 +21,7 @@ ROAR_CAPTION = (
     "erasure table gives it on its own ratios)."
 )
 GRID_NOTE = ", at ROAR's ratios"
+OWN_GRID_NOTE = ", on its own ratios (see Left out)"
 COST_CAPTION = (
     "Cost of each protocol, totals over seeds and measures. ROAR: the run's own count (a model reused "
     "for an identical masked dataset is not counted). No-retraining erasure: one trained model per seed "
@@ -26,6 +29,12 @@ COST_CAPTION = (
     "over measures (explaining and scoring interleave, so they are not split); evaluate does not count "
     "backward passes. Runs may come from different machines."
 )
+
+
+def _grid_note(column: NoRetraining, roar_ratios: np.ndarray) -> str:
+    if column.regridded:
+        return GRID_NOTE
+    return "" if np.array_equal(column.scored.ratios, roar_ratios) else OWN_GRID_NOTE
 
 
 def _roar_rows(group: RoarGroup) -> tuple[list[str], list[list[str]]]:
@@ -36,7 +45,7 @@ def _roar_rows(group: RoarGroup) -> tuple[list[str], list[list[str]]]:
         f"{group.protocol}: {group.strategy} model retrained at every step (n={seeds})",
         "Clipped RACU",
         *(
-            f"{column.label}{GRID_NOTE * column.regridded} (n={len(column.scored.seeds)})"
+            f"{column.label}{_grid_note(column, group.ratios)} (n={len(column.scored.seeds)})"
             for column in group.no_retraining
         ),
     ]

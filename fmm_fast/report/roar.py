@@ -41,12 +41,14 @@ class NoRetraining:
 
     group: the curves on their own ratios (plotted, costed). scored: the same runs read at the ROAR run's
     ratios where those are a subset of theirs (ACU/RACU on the same trapezoids as ROAR's, so a finer grid
-    does not decide the comparison), else group itself.
+    does not decide the comparison), else group itself. off_roar_ratios: scored is not on the ROAR run's
+    ratios (they are not a subset of the runs' own), so its areas compare with ROAR's only roughly.
     """
 
     own: bool
     group: GroupReport
     scored: GroupReport
+    off_roar_ratios: bool
 
     @property
     def regridded(self) -> bool:
@@ -159,7 +161,7 @@ def _columns(
         scored = group
         if all(result is not None for result in regridded):
             [scored] = aggregate(regridded, drop_unconverged=False).groups
-        columns.append(NoRetraining(own, group, scored))
+        columns.append(NoRetraining(own, group, scored, not np.array_equal(scored.ratios, ratios)))
     return columns
 
 
@@ -222,7 +224,7 @@ def _group(runs: list[RoarResult], evaluations: Sequence[EvaluationResult]) -> R
         f"only roughly: `fmm-fast roar --steps {_dividing(len(column.scored.ratios) - 1)}` puts ROAR's "
         "ratios on its grid"
         for column in columns
-        if not np.array_equal(column.scored.ratios, first.ratios)
+        if column.off_roar_ratios
     ]
     return RoarGroup(
         dataset=first.dataset,

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from fmm_fast.report.load import ROAR_PHASES
 from fmm_fast.report.roar import CostRow, NoRetraining, RoarGroup, RoarReport
 from fmm_fast.report.tables import markdown_table, score_cell
@@ -31,10 +29,10 @@ COST_CAPTION = (
 )
 
 
-def _grid_note(column: NoRetraining, roar_ratios: np.ndarray) -> str:
+def _grid_note(column: NoRetraining) -> str:
     if column.regridded:
         return GRID_NOTE
-    return "" if np.array_equal(column.scored.ratios, roar_ratios) else OWN_GRID_NOTE
+    return OWN_GRID_NOTE if column.off_roar_ratios else ""
 
 
 def _roar_rows(group: RoarGroup) -> tuple[list[str], list[list[str]]]:
@@ -45,7 +43,7 @@ def _roar_rows(group: RoarGroup) -> tuple[list[str], list[list[str]]]:
         f"{group.protocol}: {group.strategy} model retrained at every step (n={seeds})",
         "Clipped RACU",
         *(
-            f"{column.label}{_grid_note(column, group.ratios)} (n={len(column.scored.seeds)})"
+            f"{column.label}{_grid_note(column)} (n={len(column.scored.seeds)})"
             for column in group.no_retraining
         ),
     ]

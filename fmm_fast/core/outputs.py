@@ -33,11 +33,12 @@ from typing import IO, Any
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.reading import read_checked, shape_error
 from fmm_fast.core.records import ensure_writable, write_record
+from fmm_fast.core.writing import is_staging, writing_into
 
 RUN_MARKER = ".fmm-fast-run.json"
 LOCK_NAME = ".fmm-fast.lock"
 MARKER_SHAPE = {"kind": str, "fields": dict}  # "files" ([str]) is absent from markers of older versions
-_OWN = (RUN_MARKER, LOCK_NAME, f".{RUN_MARKER}.tmp")  # the marker, the lock, a marker half-written
+_OWN = (RUN_MARKER, LOCK_NAME)  # the marker and the lock (and a marker half-written: see _occupants)
 
 
 @contextmanager
@@ -65,7 +66,8 @@ def output_lock(path: Path, file: bool = False) -> Iterator[None]:
                 "or choose another --out"
             ) from None
         try:
-            yield
+            with writing_into(path.parent if file else path):
+                yield
         except BaseException:
             if file and not path.exists():  # nothing written: leave no lock file behind either
                 lock_path.unlink(missing_ok=True)
@@ -113,7 +115,9 @@ def _short(value: Any) -> str:
 
 def _occupants(directory: Path) -> list[str]:
     """The entries of `directory` besides its marker and lock."""
-    return sorted(e.name for e in directory.iterdir() if e.name not in _OWN)
+    return sorted(
+        e.name for e in directory.iterdir() if e.name not in _OWN and not is_staging(e.name, RUN_MARKER)
+    )
 
 
 def _listing(names: Sequence[str]) -> str:
@@ -170,8 +174,8 @@ def _check_removable(directory: Path, marker: dict[str, Any]) -> None:
     for name in marker.get("files", []):
         inner = read_marker(directory / name) if (directory / name).is_dir() else None
         if inner is not None:
-            own = _with_staging(inner.get("files", []))
-            foreign += [f"{name}/{entry}" for entry in _occupants(directory / name) if entry not in own]
+            own = inner.get("files", [])
+            foreign += [f"{name}/{e}" for e in _occupants(directory / name) if not _owned(e, own)]
     if foreign:
         raise UserError(
             f"--overwrite would replace the runs in {directory}, but they hold files fmm-fast did not write "
@@ -230,9 +234,11 @@ def remove_owned(directory: Path, files: Sequence[str] = ()) -> None:
     entries `files` of the run replacing it, which the same command writes), and the marker. A listed
     directory with a marker of its own loses only what that marker lists, and goes when it is then empty;
     one without is fmm-fast's whole (state/, model/). Nothing unlisted is touched."""
+    if not directory.is_dir():
+        return
     marker = read_marker(directory) or {}
-    for name in _with_staging(marker.get("files", files)):
-        entry = directory / name
+    listed = marker.get("files", files)
+    for entry in [e for e in directory.iterdir() if _owned(e.name, listed)]:
         if entry.is_dir() and not entry.is_symlink():
             if (entry / RUN_MARKER).is_file():
                 remove_owned(entry)
@@ -245,9 +251,10 @@ def remove_owned(directory: Path, files: Sequence[str] = ()) -> None:
     (directory / RUN_MARKER).unlink(missing_ok=True)
 
 
-def _with_staging(names: Sequence[str]) -> set[str]:
-    """The names and their staging files (`.NAME.tmp`, what write_record leaves when killed mid-write)."""
-    return {*names, *(f".{name}.tmp" for name in [*names, RUN_MARKER])}
+def _owned(entry: str, names: Sequence[str]) -> bool:
+    """Whether directory entry `entry` is one of `names` or a staging file of one of them or of the marker
+    (what core.writing leaves when killed mid-write)."""
+    return entry in names or any(is_staging(entry, name) for name in [*names, RUN_MARKER])
 
 
 def as_recorded(fields: dict[str, Any]) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from fmm_fast.core.progress import progress_bar
 from fmm_fast.core.reading import read_checked
 from fmm_fast.core.records import Stopwatch, read_record, write_record
 from fmm_fast.core.settings import EvaluationSettings, RoarSettings
+from fmm_fast.core.writing import replacing
 from fmm_fast.data.base import SPLIT_NAMES, TextDataset
 from fmm_fast.data.tokenization import encode_split
 from fmm_fast.measures.spec import MeasureSpec
@@ -108,9 +109,15 @@ def copy_training(source: Path, directory: Path) -> None:
         if not (source / name).exists():  # listed but gone once the run finished (train's resume file)
             continue
         if (source / name).is_dir():
-            shutil.copytree(source / name, directory / name)
+            shutil.copytree(source / name, directory / name, copy_function=_copy_file)
         else:
-            shutil.copy2(source / name, directory / name)
+            _copy_file(source / name, directory / name)
+
+
+def _copy_file(source: Path, target: Path) -> None:
+    """Copy one file (contents and times) through core.writing."""
+    with replacing(target) as staged:
+        shutil.copy2(source, staged)
 
 
 def train_step_zero(

@@ -16,6 +16,7 @@ from fmm_fast.core.outputs import (
     RUN_MARKER,
     as_recorded,
     claim_directory,
+    claim_part,
     differences,
     finish_run,
     read_marker,
@@ -37,6 +38,7 @@ from fmm_fast.protocols.roar.result import ERASURE_DIR, roar_result
 from fmm_fast.protocols.roar.steps import (
     LOGS,
     MODEL_DIR,
+    ROAR_KIND,
     model_for,
     not_trained_here,
     read_step,
@@ -199,6 +201,12 @@ def run_erasure(settings: RoarSettings, out: Path, seed: int, data: SeedData, pr
     )
 
 
+def claim_seed(settings: RoarSettings, out: Path, seed: int) -> None:
+    """Claim OUT/seed-S (listed by the run's marker) for its shared steps, its erasure and its chains."""
+    shared = [step_name(0.0), step_name(1.0), ERASURE_DIR]
+    claim_part(seed_dir(out, seed), ROAR_KIND, {"seed": seed}, [*shared, *(s.name for s in settings.specs)])
+
+
 class RoarRun:
     """One `fmm-fast roar` run into `out` (claimed with a run marker; call it under output_lock(out))."""
 
@@ -219,6 +227,7 @@ class RoarRun:
         self.bar = progress_bar(total, "roar", unit="step", quiet=not self.progress)
         data = {}
         for seed in settings.seeds:
+            claim_seed(settings, out, seed)
             self.phase(seed, "-", step_name(0.0), "train")
             data[seed] = train_step_zero(settings, out, seed, dataset, self.progress, step0_sources.get(seed))
             self.bar.update(1)

@@ -260,7 +260,8 @@ def test_evaluate_replaces_a_link_at_its_output_and_keeps_the_target(done, tmp_p
     shutil.move(out / "seed-0", tmp_path / "elsewhere" / "seed-0")
     (out / "seed-0").symlink_to(tmp_path / "elsewhere" / "seed-0", target_is_directory=True)
     (out / "curves.csv").unlink()  # so that the rerun writes again
-    _assert_one_line_and_nothing_changed(argv.split(), [tmp_path], capfd, "is a symbolic link out of the output")
+    expected = "is a symbolic link out of the output"
+    _assert_one_line_and_nothing_changed(argv.split(), [tmp_path], capfd, expected)
 
 
 def test_a_report_never_overwrites_a_file_it_did_not_write(done, tmp_path, capfd):

@@ -9,7 +9,6 @@ modification time, never runs an old model's graph.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable
 from dataclasses import replace
@@ -25,6 +24,7 @@ from fmm_fast.core.digest import content_sha256
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.records import loads_record
 from fmm_fast.core.threads import compute_threads
+from fmm_fast.core.writing import replacing
 from fmm_fast.export.onnx_format import (
     FORMAT_VERSION,
     INPUT_NAMES,
@@ -302,16 +302,14 @@ def _session_source(
     source = _logits_only_graph(path) if logits_only else str(path)
     if key not in CACHED_PROVIDERS:
         return source
-    staged = cache.with_name(f".{cache.stem}.{os.getpid()}.tmp.onnx")  # ORT picks the format by suffix
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
-    options.optimized_model_filepath = str(staged)
     options.log_severity_level = 3
     try:
-        ort.InferenceSession(source, options, providers=chain)
-        os.replace(staged, cache)
+        with replacing(cache, ".onnx") as staged:  # ORT picks the format by suffix
+            options.optimized_model_filepath = str(staged)
+            ort.InferenceSession(source, options, providers=chain)
     except (OSError, *_ort_errors()):  # read-only folder, or ORT could not write it: run the model itself
-        staged.unlink(missing_ok=True)
         return source
     return str(cache)
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.records import read_record
+from fmm_fast.core.writing import write_text
 from fmm_fast.protocols.masf.statistic import IN_DISTRIBUTION_LEVEL
 from fmm_fast.report.plots import plot_p_values
 from fmm_fast.report.tables import markdown_table
@@ -85,7 +86,7 @@ def render_masf_markdown(curves: dict[str, dict]) -> str:
 def write_masf(curves: dict[str, dict], out: Path) -> str:
     """Write OUT/masf.md and OUT/masf.png of `curves` (load_masf_curves'); returns the table."""
     text = render_masf_markdown(curves)
-    (out / MASF_TABLE).write_text(text, encoding="utf-8")
+    write_text(out / MASF_TABLE, text)
     plot_p_values(
         {
             label: ([e["ratio"] for e in c["per_ratio"]], [e["simes"] for e in c["per_ratio"]])

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from fmm_fast.core.writing import replacing
 from fmm_fast.protocols.masf.statistic import IN_DISTRIBUTION_LEVEL
 from fmm_fast.report.aggregate import CurveScores, GroupReport, aggregate
 from fmm_fast.report.load import load_result
@@ -23,6 +24,7 @@ from fmm_fast.report.roar import RoarGroup
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 
 def plot_curves(group: GroupReport, path: Path) -> None:
@@ -37,7 +39,7 @@ def plot_curves(group: GroupReport, path: Path) -> None:
     ]
     _finish(axes, group.metric, group.majority_baseline, any(bands))
     axes.set_title(f"{group.dataset}, {group.strategy} ({group.split} split)")
-    figure.savefig(path, dpi=120)
+    _save(figure, path, dpi=120)
 
 
 def _draw_curve(
@@ -93,7 +95,7 @@ def plot_roar_measure(group: RoarGroup, name: str, path: Path) -> None:
                 bands.append(_draw_curve(axes, ratios, measures[shown], label, color))
     _finish(axes, group.metric, group.majority_baseline, any(bands))
     axes.set_title(f"{group.dataset}, {name}: retrained at every step vs no retraining")
-    figure.savefig(path, dpi=120)
+    _save(figure, path, dpi=120)
 
 
 def plot_run_curves(paths: Sequence[Path], png: Path) -> None:
@@ -136,4 +138,10 @@ def plot_p_values(curves: dict[str, tuple[list[float], list[float]]], path: str 
     axes.set_ylabel(f"MaSF Simes p-value{zero_note}")
     axes.legend()
     figure.tight_layout()
-    figure.savefig(path, format="png")
+    _save(figure, Path(path))
+
+
+def _save(figure: Figure, path: Path, dpi: int | None = None) -> None:
+    """Write `figure` as the PNG `path` through core.writing (atomic, never through a link)."""
+    with replacing(path) as staged:
+        figure.savefig(staged, format="png", dpi=dpi)

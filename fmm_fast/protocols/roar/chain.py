@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from fmm_fast.core.datatypes import EncodedSplit
+from fmm_fast.core.outputs import claim_part
 from fmm_fast.core.records import Stopwatch
 from fmm_fast.core.settings import RoarSettings
 from fmm_fast.data.base import TextDataset
@@ -32,7 +33,10 @@ from fmm_fast.protocols.roar.masking import (
 )
 from fmm_fast.protocols.roar.steps import (
     DATASET,
+    RECORD,
+    ROAR_KIND,
     TRAIN_DIR,
+    claim_step,
     model_for,
     read_step,
     seed_dir,
@@ -87,6 +91,8 @@ class Chain:
 
     def run(self, on_step: Callable[[dict], None] | None = None) -> list[dict]:
         """Every step's record, finished ones read back; on_step(record) after each newly finished step."""
+        steps = [step_name(ratio) for ratio in self.settings.ratios()[1:]]
+        claim_part(self.folder, ROAR_KIND, {"seed": self.seed, "measure": self.measure}, [*steps, SCORES])
         records = []
         current = unmasked(self.data.encoded)
         model = self.data.step0
@@ -126,6 +132,7 @@ class Chain:
 
     def run_step(self, step: int, ratio: float, current: MaskedDataset, model: Path, directory: Path) -> dict:
         name, encoded, mask_id = step_name(ratio), self.data.encoded, self.data.mask_id
+        claim_step(directory, self.seed, self.measure, ratio, [RECORD, DATASET, TRAIN_DIR])
         passes = Passes()
         with Stopwatch() as explain_clock:
             if step < self.settings.steps:

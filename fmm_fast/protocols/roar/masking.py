@@ -9,7 +9,6 @@ descending score, ties to the earlier position; padding, specials and the second
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -93,9 +92,7 @@ def save_arrays(path: Path, arrays: MaskedDataset) -> None:
     """Every split's ragged arrays in one .npz, written atomically (a killed write leaves no file)."""
     everything = [a for name in SPLIT_NAMES for a in arrays[name]]
     sizes = np.asarray([len(arrays[name]) for name in SPLIT_NAMES], dtype=np.int64)
-    temporary = path.with_name(f".{path.stem}.tmp.npz")
-    save_ragged(temporary, everything, split_sizes=sizes)
-    os.replace(temporary, path)
+    save_ragged(path, everything, split_sizes=sizes)
 
 
 def load_arrays(path: Path) -> MaskedDataset:

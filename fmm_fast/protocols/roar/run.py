@@ -17,6 +17,7 @@ from fmm_fast.core.outputs import (
     RUN_MARKER,
     as_recorded,
     claim_directory,
+    claim_part,
     differences,
     finish_run,
     read_marker,
@@ -26,6 +27,7 @@ from fmm_fast.core.progress import progress_bar
 from fmm_fast.core.reading import read_checked
 from fmm_fast.core.records import Stopwatch, read_record, write_record
 from fmm_fast.core.settings import EvaluationSettings, RoarSettings
+from fmm_fast.core.writing import replacing
 from fmm_fast.data.base import SPLIT_NAMES, TextDataset
 from fmm_fast.data.tokenization import encode_split
 from fmm_fast.measures.spec import MeasureSpec
@@ -37,6 +39,7 @@ from fmm_fast.protocols.roar.result import ERASURE_DIR, roar_result
 from fmm_fast.protocols.roar.steps import (
     LOGS,
     MODEL_DIR,
+    ROAR_KIND,
     TRAINED_RUN,
     model_for,
     not_trained_here,
@@ -125,9 +128,15 @@ def copy_training(source: Path, directory: Path, names: list[str]) -> None:
         if target.is_dir() and not target.is_symlink():
             shutil.rmtree(target)
         if (source / name).is_dir():
-            shutil.copytree(source / name, target)
+            shutil.copytree(source / name, target, copy_function=_copy_file)
         else:
-            shutil.copy2(source / name, target)
+            _copy_file(source / name, target)
+
+
+def _copy_file(source: Path, target: Path) -> None:
+    """Copy one file (contents and times) through core.writing."""
+    with replacing(target) as staged:
+        shutil.copy2(source, staged)
 
 
 def train_step_zero(
@@ -216,6 +225,12 @@ def run_erasure(settings: RoarSettings, out: Path, seed: int, data: SeedData, pr
     )
 
 
+def claim_seed(settings: RoarSettings, out: Path, seed: int) -> None:
+    """Claim OUT/seed-S (listed by the run's marker) for its shared steps, its erasure and its chains."""
+    shared = [step_name(0.0), step_name(1.0), ERASURE_DIR]
+    claim_part(seed_dir(out, seed), ROAR_KIND, {"seed": seed}, [*shared, *(s.name for s in settings.specs)])
+
+
 class RoarRun:
     """One `fmm-fast roar` run into `out` (claimed with a run marker; call it under output_lock(out))."""
 
@@ -236,6 +251,7 @@ class RoarRun:
         self.bar = progress_bar(total, "roar", unit="step", quiet=not self.progress)
         data = {}
         for seed in settings.seeds:
+            claim_seed(settings, out, seed)
             self.phase(seed, "-", step_name(0.0), "train")
             data[seed] = train_step_zero(settings, out, seed, dataset, self.progress, step0_sources.get(seed))
             self.bar.update(1)

@@ -9,6 +9,7 @@ modification time, never runs an old model's graph.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import replace
@@ -300,7 +301,7 @@ def _session_source(
     if cache.is_file() and not rebuild:
         return str(cache)
     source = _logits_only_graph(path) if logits_only else str(path)
-    if key not in CACHED_PROVIDERS:
+    if key not in CACHED_PROVIDERS or not os.access(path.parent, os.W_OK):  # TensorRT; a read-only folder
         return source
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
@@ -309,7 +310,7 @@ def _session_source(
         with replacing(cache, ".onnx") as staged:  # ORT picks the format by suffix
             options.optimized_model_filepath = str(staged)
             ort.InferenceSession(source, options, providers=chain)
-    except (OSError, *_ort_errors()):  # read-only folder, or ORT could not write it: run the model itself
+    except (OSError, *_ort_errors()):  # a full disk, or ORT could not write it: run the model itself
         return source
     return str(cache)
 

@@ -84,9 +84,9 @@ class LoopState:
             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
             "numpy_rngs": json.dumps([self.order_rng.bit_generator.state, self.mask_rng.bit_generator.state]),
         }
-        buffer = io.BytesIO()  # torch.save's own file writer reports a full disk without its OS error
-        torch.save(saved, buffer)
-        write_bytes(path, buffer.getvalue())
+        staged = io.BytesIO()  # staged in memory: torch.save's file writer hides a full disk's OS error
+        torch.save(saved, staged)
+        write_bytes(path, staged.getvalue())
 
     def restore(self, saved: dict[str, Any]) -> dict[str, Any]:
         """Continue from a resume file's state (read_resume_file); returns run.json as it was written."""

@@ -84,6 +84,7 @@ def roar_result(settings: RoarSettings, out: Path, metric: str, majority: float)
     return {
         "protocol": "roar",
         "arguments": settings.to_dict(),
+        "fingerprint": settings.fingerprint(),  # of every seed (the seeds are left out): see report.identity
         "dataset": settings.data.dataset,
         "metric": metric,
         "majority_baseline": majority,

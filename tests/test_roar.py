@@ -256,6 +256,17 @@ def test_a_reused_step_file_is_checked_against_its_record(recursive_run, tmp_pat
         RoarRun(settings, out, progress=False).run()
 
 
+def test_a_rerun_without_erasure_records_the_erasure_the_folder_holds(recursive_run, tmp_path) -> None:
+    settings, reference, _ = recursive_run
+    out = tmp_path / "out"
+    shutil.copytree(reference, out)
+    RoarRun(replace(settings, erasure=True), out, progress=False).run()
+    result = RoarRun(settings, out, progress=False).run()  # --no-erasure, into the finished run
+    assert result["arguments"]["erasure"] is True and result["complete"] is True
+    assert result["seeds"]["0"]["erasure"] == "seed-0/erasure/result.json"
+    assert read_record(out / "result.json")["arguments"]["erasure"] is True
+
+
 def test_a_killed_run_resumes_to_the_uninterrupted_result(tmp_path) -> None:
     env = environment(tmp_path)
     flags = roar_flags(tmp_path)

@@ -297,3 +297,33 @@ def test_roar_overwrite_removes_only_its_own_files_at_every_level(done, tmp_path
     assert main(argv) == 0, capfd.readouterr().err
     assert (out / "notes.txt").read_text() == "the user's, beside the run"
     assert read_record(out / RUN_MARKER)["fields"]["epochs"] == 2
+
+
+def test_a_copied_or_linked_run_is_counted_once_in_every_protocol(done, tmp_path, capfd):
+    """The same run given twice (a copied folder, a symbolic link to it) is one seed, with one warning line;
+    a run of another seed is still a second one."""
+    _, paths = done
+    root = tmp_path / "runs"
+    root.mkdir()
+    masf = root / "masf"
+    assert main(f"masf --model {paths['onnx']} {paths['babi']} --quiet --out {masf}".split()) == 0
+    for name in ("eval", "aopc"):
+        shutil.copytree(paths[name], root / f"{name}-copy")
+        (root / f"{name}-link").symlink_to(paths[name], target_is_directory=True)
+    shutil.copytree(masf, root / "masf-copy")
+    capfd.readouterr()
+    out = tmp_path / "report"
+    assert main(["report", paths["eval"], paths["aopc"], str(root), "--out", str(out)]) == 0
+    err = capfd.readouterr().err
+    warnings = [line for line in err.splitlines() if "counted once" in line]
+    assert len(warnings) == 3, err  # one per protocol: evaluations, peer metrics, MaSF
+    assert "; 1 seed(s)," in (out / "peer-metrics.md").read_text()
+    assert len(read_record(out / "report.json")["files"]) == 1  # the evaluation, not its copy
+    masf_rows = [line for line in (out / "masf.md").read_text().splitlines() if line.startswith("| ")]
+    assert len(masf_rows) == 2  # the header and the one model (not one per copy)
+    aopc_seed_1 = tmp_path / "aopc-seed-1"
+    argv = f"aopc --model {paths['onnx']} {paths['babi']} --limit 3 --measure rand --seed 1 --quiet"
+    assert main([*argv.split(), "--out", str(aopc_seed_1)]) == 0
+    out = tmp_path / "report-2"
+    assert main(["report", paths["aopc"], str(root / "aopc-copy"), str(aopc_seed_1), "--out", str(out)]) == 0
+    assert "; 2 seed(s)," in (out / "peer-metrics.md").read_text()

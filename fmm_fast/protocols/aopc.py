@@ -166,6 +166,7 @@ def run_peer_evaluation(
     _write_examples(run_dir / PEER_FILE, per_measure)
     record = {
         **split_run_header(RECORD_KIND, settings, loaded, dataset, split),
+        "fingerprint": settings.fingerprint(),  # what decides its numbers: report counts equal runs once
         "protocol": "aopc",
         "n_examples": len(split),
         **summary,

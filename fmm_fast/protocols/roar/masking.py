@@ -9,6 +9,7 @@ descending score, ties to the earlier position; padding, specials and the second
 from __future__ import annotations
 
 import hashlib
+import zipfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,6 +21,8 @@ from fmm_fast.data.masking import masked_count
 from fmm_fast.protocols.erasure import erase_top, fully_masked
 
 MaskedDataset = dict[str, list[np.ndarray]]
+# what load_arrays raises for a file that is missing, empty, truncated or not what save_arrays wrote
+DATASET_ERRORS = (OSError, ValueError, KeyError, IndexError, EOFError, zipfile.BadZipFile)
 
 
 def unmasked(encoded: dict[str, EncodedSplit]) -> MaskedDataset:

@@ -45,6 +45,7 @@ from fmm_fast.protocols.roar.steps import (
     not_trained_here,
     read_step,
     seed_dir,
+    step_model,
     step_name,
     step_record,
     trained_block,
@@ -69,8 +70,10 @@ def load_data(settings: RoarSettings) -> TextDataset:
 
 
 def seed_data(settings: RoarSettings, out: Path, seed: int, dataset: TextDataset) -> SeedData:
-    """The splits tokenized by the (finished) step-0 model of `seed`."""
-    step0 = seed_dir(out, seed) / step_name(0.0) / MODEL_DIR
+    """The splits tokenized by the (finished) step-0 model of `seed` (checked against its step's record
+    once that is written)."""
+    record = read_step(seed_dir(out, seed) / step_name(0.0))
+    step0 = seed_dir(out, seed) / step_name(0.0) / MODEL_DIR if record is None else step_model(out, record)
     loaded = load_model(step0, settings.explaining_backend)
     encoded = {name: encode_split(loaded.tokenizer, dataset.splits[name]) for name in SPLIT_NAMES}
     return SeedData(dataset, encoded, loaded.info.mask_id, step0)

@@ -18,6 +18,7 @@ from typing import Any
 
 from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.core.digest import content_sha256
+from fmm_fast.core.errors import UserError
 from fmm_fast.core.machine import machine_record
 from fmm_fast.core.outputs import claim_part, list_files, read_marker
 from fmm_fast.core.reading import read_state
@@ -136,6 +137,20 @@ def model_for(
     )
     check_tokenizer(out, seed, train_dir / MODEL_DIR)
     return trained_block(out, run, train_dir, dataset.metric)
+
+
+def step_model(out: Path, record: dict[str, Any]) -> Path:
+    """The model a finished step's record names, checked against the sha256 the record holds: UserError
+    when it changed (a model cannot be recomputed without training the step, and every later step again)."""
+    path = out / record["model"]["path"]
+    expected = record["model"].get("sha256")
+    if expected is not None and (not path.exists() or content_sha256(path) != expected):
+        raise UserError(
+            f"{path} is not the model its step trained (it is missing, or its content differs from the "
+            f"sha256 in the step's record.json); put the model back, or move {path.parent.parent} away and "
+            "rerun to train it again"
+        )
+    return path
 
 
 def not_trained_here(source: str) -> dict[str, Any]:

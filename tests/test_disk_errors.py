@@ -1,7 +1,11 @@
-"""A full disk and a read-only one, under every command that writes a folder or file: exit 2, one line that
-names the path (no traceback), every finished step from before still there unchanged, and a rerun, once
-there is space, resumes and finishes. Also: an .onnx model in a read-only folder runs (without its
-optimised-graph cache), and an OSError that is not the disk's still raises.
+"""A full disk and a read-only one, under every command that writes a folder or file (train, export,
+explain, evaluate, aopc, masf, roar, report): exit 2, one line that names a path on that disk (no
+traceback), every file a finished run left still there and whole (records a run rewrites still read
+back; everything else byte for byte), and, once there is space again, the same command resumes and
+finishes without computing a finished step again. The disk fills twice: with room for a quarter of what
+the first run wrote (the second run stops midway, in whichever writer meets the full disk) and with none.
+Also: an .onnx model in a read-only folder runs (without its optimised-graph cache), and an OSError that
+is not the disk's still raises.
 
 The disks are real tmpfs mounts (`mount -t tmpfs -o size=...`, then `mount -o remount,ro`): the tests
 need root (or a user allowed to mount) and are skipped, saying so, where mounting is not allowed.

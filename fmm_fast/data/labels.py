@@ -2,9 +2,28 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from fmm_fast.core.errors import UserError
+
+GENERIC_LABEL = re.compile(r"LABEL_\d+")
+
+
+def generic_labels(label_names: list[str]) -> bool:
+    """Whether the names are transformers' placeholders LABEL_0, LABEL_1, ... (nothing to match by)."""
+    return all(GENERIC_LABEL.fullmatch(name) for name in label_names)
+
+
+def parse_label_names(text: str | None) -> list[str] | None:
+    """ "negative,positive" -> ["negative", "positive"] (--labels); None for no text."""
+    if not text:
+        return None
+    names = [name.strip() for name in text.split(",")]
+    if not all(names):
+        raise UserError(f"--labels '{text}' has an empty name; write e.g. --labels negative,positive")
+    return names
 
 
 def parse_label_map(text: str | None) -> tuple[tuple[str, str], ...]:
@@ -44,6 +63,12 @@ def model_label_indices(
     missing = [name for name in wanted if name not in model_names]
     if missing:
         hint = ",".join(f"{d}={m}" for d, m in zip(dataset_names, model_names, strict=False))
+        if generic_labels(model_names):  # never paired by position unless the user says so
+            raise UserError(
+                f"the model's labels {model_names} are generic names, not the dataset's {dataset_names}; "
+                f"say which is which with --label-map (by position: --label-map {hint}), or name them once "
+                "with `fmm-fast export --labels ...`"
+            )
         raise UserError(
             f"the dataset's labels {dataset_names} are not the model's labels {model_names}; say which is "
             f"which with --label-map (e.g. --label-map {hint}) or use a model trained on this dataset"

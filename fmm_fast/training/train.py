@@ -55,12 +55,12 @@ from fmm_fast.data.masking import (
 )
 from fmm_fast.data.tokenization import encode_split
 from fmm_fast.training.base_models import TINY_ROBERTA
+from fmm_fast.training.hf_import import load_pretrained
 from fmm_fast.training.loop_state import RESUME_FILE, LoopState, read_resume_file, splits_digest
 from fmm_fast.training.models import (
     SequenceClassifier,
     build_tiny_roberta,
     load_checkpoint,
-    load_pretrained,
     quiet_transformers,
     save_checkpoint,
 )

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import numpy as np
 
 from fmm_fast.core.errors import UserError
+from fmm_fast.data.base import TextDataset
 
 GENERIC_LABEL = re.compile(r"LABEL_\d+")
 
@@ -79,3 +81,10 @@ def model_label_indices(
             "map each to a different one"
         )
     return np.asarray([model_names.index(name) for name in wanted], dtype=np.int64)
+
+
+def relabelled(dataset: TextDataset, model_names: list[str], to_model: np.ndarray) -> TextDataset:
+    """The dataset in a model's labels: `model_names`, every split's labels mapped by `to_model`
+    ((K_dataset,) int64 model index of each dataset label: model_label_indices)."""
+    splits = {name: replace(split, labels=to_model[split.labels]) for name, split in dataset.splits.items()}
+    return replace(dataset, label_names=list(model_names), splits=splits)

@@ -311,6 +311,7 @@ def load_pretrained(name: str, label_names: list[str]) -> tuple[SequenceClassifi
     quiet_transformers()
     resolved = resolve_pretrained(name)
     directory = resolve_model_dir(resolved)
+    read_config(directory)
     hf_tokenizer = fast_tokenizer(directory, name)
     try:
         hf_model = AutoModelForSequenceClassification.from_pretrained(

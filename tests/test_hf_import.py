@@ -442,27 +442,22 @@ def centred_copy(folder: Path, target: Path, pairs: list[tuple[str, str]]) -> Pa
 
 
 def test_beam_curves_of_the_folder_and_its_onnx_export_agree(classifiers, pairs_csv, tmp_path, capsys):
+    """Beam, and grad-l2 (on the ONNX file through its source folder in PyTorch), give the same curves."""
     with pairs_csv.open() as handle:
         pairs = [(row["text"], row["question"]) for row in csv.DictReader(handle)]
     folder = centred_copy(classifiers("bert"), tmp_path / "centred", pairs)
     onnx = tmp_path / "bert.onnx"
     assert main(["export", "--model", str(folder), "--out", str(onnx)]) == 0
-    curves = {}
+    records = {}
     for model in (folder, onnx):
         out = tmp_path / f"run-{model.name}"
-        argv = [
-            "evaluate",
-            "--model",
-            str(model),
-            *data_flags(pairs_csv),
-            "--limit",
-            "8",
-            "--measure",
-            "beam",
-        ]
-        assert main([*argv, "--precision", "fp32", "--quiet", "--out", str(out)]) == 0, (
-            capsys.readouterr().err
-        )
-        curves[model] = json.loads((out / "seed-0" / "result.json").read_text())["curves"]["beam-sign-10"]
-    assert curves[folder] == curves[onnx]
-    assert len(set(curves[folder]["accuracy"])) > 1  # the curve moves: agreement is not of two flat lines
+        argv = ["evaluate", "--model", str(model), *data_flags(pairs_csv), "--limit", "8", "--quiet"]
+        argv += ["--measure", "beam", "--measure", "grad-l2", "--precision", "fp32", "--out", str(out)]
+        assert main(argv) == 0, capsys.readouterr().err
+        records[model] = json.loads((out / "seed-0" / "result.json").read_text())
+    assert records[onnx]["model"]["source"] == str(folder)
+    assert records[onnx]["model"]["backend"].startswith("onnxruntime")
+    for measure in ("beam-sign-10", "grad-l2"):
+        assert records[folder]["curves"][measure] == records[onnx]["curves"][measure]
+    beam = records[folder]["curves"]["beam-sign-10"]["accuracy"]
+    assert len(set(beam)) > 1  # the curve moves: agreement is not of two flat lines

@@ -247,7 +247,8 @@ def max_length(config, hf_tokenizer) -> int:
         limits.append(int(hf_tokenizer.model_max_length))
     positions = getattr(config, "max_position_embeddings", None)
     if positions and getattr(config, "position_biased_input", True):
-        offset = int(config.pad_token_id) + 1 if config.model_type in POSITIONS_AFTER_PADDING else 0
+        padding = getattr(config, "pad_token_id", None)
+        offset = int(padding or 0) + 1 if config.model_type in POSITIONS_AFTER_PADDING else 0
         limits.append(int(positions) - offset)
     if not limits:
         raise UserError(

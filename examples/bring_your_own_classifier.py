@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import transformers
 from transformers import (
     AutoModelForSequenceClassification,
     AutoTokenizer,
@@ -82,6 +83,7 @@ def pretrained(tiny: bool, label_names: list[str]) -> tuple[AutoTokenizer, torch
     """MiniLM's tokenizer and a sequence classifier with a fresh head: MiniLM itself, or with --tiny a
     randomly initialised 2-layer BERT of width 64 on the same vocabulary."""
     base = pretrained_minilm()
+    transformers.logging.set_verbosity_error()  # no report of the new head's initialisation
     tokenizer = AutoTokenizer.from_pretrained(base)
     labels = {"id2label": dict(enumerate(label_names)), "label2id": {n: i for i, n in enumerate(label_names)}}
     if not tiny:

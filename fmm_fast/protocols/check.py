@@ -110,7 +110,10 @@ def run_check(
     if len(state["points"]) == len(ratios):
         report(1 + len(ratios))
         return state
-    engine = MaskBatchEngine(loaded.backend, token_budget=settings.engine.token_budget, keep_signals=True)
+    # keeps one masked set: its metric's pass serves its signals, and memory stays one set's signals
+    engine = MaskBatchEngine(
+        loaded.backend, token_budget=settings.engine.token_budget, cache_rows=len(test), keep_signals=True
+    )
     calibration = MaSFCalibration.fit(
         engine.signals(inputs.calibration), "split", settings.calibration_seed, settings.split_components
     )

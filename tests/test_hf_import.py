@@ -22,6 +22,7 @@ from safetensors.torch import load_file
 from fmm_fast.backends.loading import load_model
 from fmm_fast.cli import main
 from fmm_fast.core.datatypes import pad_batch
+from fmm_fast.training.models import quiet_transformers
 
 CORPUS = [
     "a gripping beautifully shot film with a tender heart",
@@ -65,6 +66,8 @@ ARCHITECTURES = {
     "deberta-v2": ("unigram-bert", WITH_TOKEN_TYPES, {"type_vocab_size": 0}),  # as DeBERTa-v3
 }
 LABELS = {0: "neg", 1: "pos"}
+# one optimizer step at a negligible learning rate: what training keeps of its start shows
+TINY_TRAINING = ["--epochs", "1", "--max-steps", "1", "--lr", "1e-9", "--batch-size", "4", "--quiet"]
 
 
 def _bert_template(tokenizer):
@@ -169,6 +172,7 @@ def save_classifier(
         PreTrainedTokenizerFast,
     )
 
+    quiet_transformers()  # no progress bar on stderr, where the tests read one error line
     family, inputs, overrides = ARCHITECTURES[architecture]
     tokenizer, specials = tokenizers[family]
     hf_tokenizer = PreTrainedTokenizerFast(
@@ -405,6 +409,10 @@ def test_generic_labels_are_named_or_paired_only_when_the_user_says(
         main(["export", "--model", str(folder), "--out", str(out), "--labels", "a,b,c", "--overwrite"]) == 2
     )
     _one_error_line(capsys, "--labels gives 3 names")
+    train = ["train", "--model", str(folder), *data_flags(pairs_csv), "--labels", "neg,pos", *TINY_TRAINING]
+    assert main([*train, "--out", str(tmp_path / "train")]) == 0, capsys.readouterr().err
+    config = json.loads((tmp_path / "train" / "model" / "config.json").read_text())
+    assert config["id2label"] == {"0": "neg", "1": "pos"}
 
 
 def test_training_continues_a_classifier_with_its_head_and_labels(
@@ -414,8 +422,7 @@ def test_training_continues_a_classifier_with_its_head_and_labels(
     folder = save_classifier(tmp_path / "mine", "bert", tokenizers, id2label={0: "pos", 1: "neg"})
     out = tmp_path / "train"
     argv = ["train", "--model", str(folder), *data_flags(pairs_csv), "--strategy", "masked"]
-    tiny_steps = ["--epochs", "1", "--max-steps", "1", "--lr", "1e-9", "--batch-size", "4", "--quiet"]
-    assert main([*argv, *tiny_steps, "--out", str(out)]) == 0, capsys.readouterr().err
+    assert main([*argv, *TINY_TRAINING, "--out", str(out)]) == 0, capsys.readouterr().err
     config = json.loads((out / "model" / "config.json").read_text())
     assert config["id2label"] == {"0": "pos", "1": "neg"}
     info = json.loads((out / "model" / "fmm_info.json").read_text())["info"]
@@ -442,27 +449,22 @@ def centred_copy(folder: Path, target: Path, pairs: list[tuple[str, str]]) -> Pa
 
 
 def test_beam_curves_of_the_folder_and_its_onnx_export_agree(classifiers, pairs_csv, tmp_path, capsys):
+    """Beam, and grad-l2 (on the ONNX file through its source folder in PyTorch), give the same curves."""
     with pairs_csv.open() as handle:
         pairs = [(row["text"], row["question"]) for row in csv.DictReader(handle)]
     folder = centred_copy(classifiers("bert"), tmp_path / "centred", pairs)
     onnx = tmp_path / "bert.onnx"
     assert main(["export", "--model", str(folder), "--out", str(onnx)]) == 0
-    curves = {}
+    records = {}
     for model in (folder, onnx):
         out = tmp_path / f"run-{model.name}"
-        argv = [
-            "evaluate",
-            "--model",
-            str(model),
-            *data_flags(pairs_csv),
-            "--limit",
-            "8",
-            "--measure",
-            "beam",
-        ]
-        assert main([*argv, "--precision", "fp32", "--quiet", "--out", str(out)]) == 0, (
-            capsys.readouterr().err
-        )
-        curves[model] = json.loads((out / "seed-0" / "result.json").read_text())["curves"]["beam-sign-10"]
-    assert curves[folder] == curves[onnx]
-    assert len(set(curves[folder]["accuracy"])) > 1  # the curve moves: agreement is not of two flat lines
+        argv = ["evaluate", "--model", str(model), *data_flags(pairs_csv), "--limit", "8", "--quiet"]
+        argv += ["--measure", "beam", "--measure", "grad-l2", "--precision", "fp32", "--out", str(out)]
+        assert main(argv) == 0, capsys.readouterr().err
+        records[model] = json.loads((out / "seed-0" / "result.json").read_text())
+    assert records[onnx]["model"]["source"] == str(folder)
+    assert records[onnx]["model"]["backend"].startswith("onnxruntime")
+    for measure in ("beam-sign-10", "grad-l2"):
+        assert records[folder]["curves"][measure] == records[onnx]["curves"][measure]
+    beam = records[folder]["curves"]["beam-sign-10"]["accuracy"]
+    assert len(set(beam)) > 1  # the curve moves: agreement is not of two flat lines

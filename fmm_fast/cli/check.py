@@ -11,6 +11,7 @@ import typer
 from fmm_fast.backends.loading import load_model
 from fmm_fast.cli.app import app
 from fmm_fast.cli.options import (
+    ModelOption,
     OverwriteOption,
     QuietOption,
     backend_options,
@@ -47,12 +48,7 @@ def parse_ratios(text: str) -> tuple[float, ...]:
 @engine_options(explain_rows=False)
 @data_options(split_help="Split whose masked copies are scored and tested.", limit=DEFAULT_CHECK_LIMIT)
 def check(
-    model: Path = typer.Option(
-        ...,
-        "--model",
-        help="The model to check: a Hugging Face classifier folder (save_pretrained) or cached Hub name, a "
-        "checkpoint directory (`fmm-fast train`) or an ONNX file (`fmm-fast export`).",
-    ),
+    model: ModelOption,
     out: Path = typer.Option(..., "--out", help="Output directory (check.json, check.png)."),
     *,
     data: DataOptions,

@@ -17,7 +17,18 @@ from fmm_fast.cli.once import OnceCommand
 from fmm_fast.core.disk_errors import disk_error_line
 from fmm_fast.core.errors import UserError
 
-COMMAND_MODULES = ["train", "export", "explain", "evaluate", "aopc", "roar", "masf", "report", "demo"]
+COMMAND_MODULES = [
+    "train",
+    "export",
+    "explain",
+    "evaluate",
+    "aopc",
+    "roar",
+    "masf",
+    "check",
+    "report",
+    "demo",
+]
 
 
 def _register() -> None:

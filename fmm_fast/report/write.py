@@ -295,7 +295,7 @@ def write_report(
         write_text(out / PEER_TABLE, peer_table)
     masf_table = write_masf(masf_curves, out) if masf_curves else None
     if check_table is not None:
-        (out / CHECK_TABLE).write_text(check_table, encoding="utf-8")
+        write_text(out / CHECK_TABLE, check_table)
     if report is not None and roar is not None:
         if erasure:
             write_tables(report, out)

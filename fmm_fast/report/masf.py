@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from fmm_fast.core.errors import UserError
-from fmm_fast.core.records import read_record
+from fmm_fast.core.reading import read_checked
 from fmm_fast.protocols.masf.statistic import IN_DISTRIBUTION_LEVEL
 from fmm_fast.report.plots import plot_p_values
 from fmm_fast.report.tables import markdown_table
@@ -27,23 +26,29 @@ def find_masf_files(dirs: Sequence[Path]) -> list[Path]:
     return sorted(found)
 
 
+# What the report reads of a masf.json: per model, the verdict at each ratio and its calibration.
+MASF_RECORD = {
+    "models": {
+        "*": {
+            "per_ratio": [{"ratio": float, "simes": float, "in_distribution": bool}],
+            "calibration?": {"method?": str, "p_value_floor?": (float, None)},
+        }
+    }
+}
+
+
 def load_masf_curves(dirs: Sequence[Path]) -> dict[str, dict]:
     """label -> {"per_ratio": per-ratio summaries ({"ratio", "simes", "in_distribution", ...}),
     "calibration": its method and p-value floor} of every model of every masf.json under `dirs`; labels
-    name the run's folder when there are several runs."""
+    name the run's folder when there are several runs. UserError naming a file that is damaged or holds a
+    field of the wrong type."""
     files = find_masf_files(dirs)
     curves = {}
     for path in files:
-        try:
-            models = read_record(path)["models"]
-            runs = {
-                label: {"per_ratio": r["per_ratio"], "calibration": r.get("calibration", {})}
-                for label, r in models.items()
-            }
-        except (OSError, ValueError, LookupError, TypeError, AttributeError) as error:
-            raise UserError(f"malformed MaSF result {path} ({error}); rerun `fmm-fast masf` for it") from None
-        for label, run in runs.items():
-            curves[f"{path.parent.name}: {label}" if len(files) > 1 else label] = run
+        models = read_checked(path, MASF_RECORD, "rerun `fmm-fast masf` for it")["models"]
+        for label, run in models.items():
+            entry = {"per_ratio": run["per_ratio"], "calibration": run.get("calibration", {})}
+            curves[f"{path.parent.name}: {label}" if len(files) > 1 else label] = entry
     return curves
 
 

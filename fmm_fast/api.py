@@ -20,6 +20,7 @@ from fmm_fast.core.reading import READ_ERRORS, LineError, json_lines, shape_erro
 from fmm_fast.core.records import dumps_record, restore_non_finite
 from fmm_fast.core.settings import DEFAULT_EXPLAIN_BATCH_ROWS
 from fmm_fast.core.writing import replacing
+from fmm_fast.data.blank import BLANK_REASON, is_blank
 from fmm_fast.data.tokenization import encode_texts
 from fmm_fast.measures.base import ExplainBatch, Measure
 from fmm_fast.measures.spec import MeasureSpec, resolve_measure
@@ -124,10 +125,16 @@ def explain_texts(
     A text that truncates to no explained token gets an all-zero explanation. precision: fp32|bf16|auto
     for a model given by path.
     """
+    if not texts:
+        raise UserError("no text to explain; give at least one")
+    for kind, given in (("text", texts), ("pair", pairs or [])):
+        for number, text in enumerate(given):
+            if not isinstance(text, str):
+                raise UserError(f"{kind} {number} is a {type(text).__name__}, not a string; give str texts")
+            if is_blank(text):
+                raise UserError(f"{kind} {number} {BLANK_REASON}; give it words to explain")
     backend = BackendOptions(precision=precision)
     loaded = model if isinstance(model, LoadedModel) else load_model(model, backend)
-    if not texts or any(not t.strip() for t in texts):
-        raise UserError("every text to explain must be non-empty")
     names = loaded.info.label_names
     label_ids = [0] * len(texts) if labels is None else [_label_index(label, names) for label in labels]
     encoded = encode_texts(loaded.tokenizer, texts, pairs, np.asarray(label_ids, dtype=np.int64))
@@ -260,12 +267,45 @@ def save_explanations(path: Path, explanations: list[Explanation]) -> None:
             handle.write(dumps_record(asdict(item), indent=None))
 
 
+# The fields of a line of `save_explanations` and their types; "?": absent in files written before it.
+EXPLANATION_LINE = {
+    "tokens": [str],
+    "scores": [float],
+    "explained": [bool],
+    "label": str,
+    "prediction": str,
+    "measure": str,
+    "signed": bool,
+    "index?": int,
+    "text?": str,
+    "pair?": (str, None),
+    "probability?": (float, None),
+    "offsets?": [[int]],
+    "segments?": [int],
+    "tokens_kept?": (int, None),
+    "tokens_total?": (int, None),
+}
+
+
+def _misaligned(record: dict) -> str | None:
+    """What in a line of the right types does not fit together (one entry per token), or None."""
+    tokens = len(record["tokens"])
+    lengths = {key: len(record.get(key, [])) for key in ("scores", "explained", "offsets", "segments")}
+    for key, given in lengths.items():
+        if given != tokens and not (key in ("offsets", "segments") and given == 0):  # older files: none
+            return f"{key} must have one entry per token ({tokens}), not {given}"
+    if any(len(span) != 2 for span in record.get("offsets", [])):
+        return "offsets must be [start, end] pairs"
+    if record.get("index", 0) < 0:
+        return "index must be 0 or more"
+    return None
+
+
 def load_explanations(path: Path) -> list[Explanation]:
     """The explanations `save_explanations` wrote (fields it does not know are skipped); UserError naming
     the file's own line when the file is not such a file."""
     path = Path(path)
     fields = Explanation.__dataclass_fields__
-    shape = {"tokens": [str], "scores": [float], "explained": [bool], "label": str, "prediction": str}
     try:
         lines = json_lines(path)
         explanations = []
@@ -274,7 +314,7 @@ def load_explanations(path: Path) -> list[Explanation]:
                 record = restore_non_finite(line)
             except ValueError as error:
                 raise LineError(number, str(error)) from None
-            if error := shape_error(record, {**shape, "measure": str, "signed": bool}):
+            if error := shape_error(record, EXPLANATION_LINE) or _misaligned(record):
                 raise LineError(number, error)
             explanations.append(Explanation(**{k: v for k, v in record.items() if k in fields}))
     except LineError as error:

@@ -9,7 +9,8 @@ line number.
 
 Shape: a type (float accepts ints, never bools), None (null), a tuple (any one of its shapes), a one-item
 list (a list whose every item has that shape), a dict (an object holding at least those keys, each of
-its shape) or {"*": shape} (an object whose every value has that shape).
+its shape; a key ending in "?" may be absent) or {"*": shape} (an object whose every value has that
+shape).
 """
 
 from __future__ import annotations
@@ -48,22 +49,30 @@ def shape_error(value: Any, shape: Shape, where: str = "") -> str | None:
         if set(shape) == {"*"}:
             shape = dict.fromkeys(value, shape["*"])
         for key, inner in shape.items():
-            if key not in value:
+            name = key.removesuffix("?")
+            if name not in value:
+                if name != key:
+                    continue
                 return f"{where + '.' if where else ''}{key} is missing"
-            if error := shape_error(value[key], inner, f"{where + '.' if where else ''}{key}"):
+            if error := shape_error(value[name], inner, f"{where + '.' if where else ''}{name}"):
                 return error
         return None
     if isinstance(value, bool) and shape is not bool:
-        return f"{place} must be a {_name(shape)}, not true/false"
+        return f"{place} must be {_name(shape)}, not true/false"
     if shape is float:
         return None if isinstance(value, int | float) else f"{place} must be a number"
-    return None if isinstance(value, shape) else f"{place} must be a {_name(shape)}"
+    return None if isinstance(value, shape) else f"{place} must be {_name(shape)}"
 
 
 def _name(shape: type) -> str:
-    return {str: "string", int: "integer", float: "number", dict: "JSON object", list: "list"}.get(
-        shape, shape.__name__
-    )
+    names = {
+        str: "a string",
+        int: "an integer",
+        float: "a number",
+        bool: "true or false",
+        dict: "a JSON object",
+    }
+    return names.get(shape, f"a {shape.__name__}")
 
 
 def check_record(path: Path, shape: Shape) -> dict[str, Any]:
@@ -92,9 +101,26 @@ def read_state(path: Path, shape: Shape, valid: Callable[[dict], bool] | None = 
         if valid is not None and not valid(state):
             raise ValueError("it does not fit this run's examples")
     except READ_ERRORS as error:
-        print(f"fmm-fast: warning: {path} is damaged ({_reason(error)}); recomputing it", file=sys.stderr)
+        _warn_once(path, f"fmm-fast: warning: {path} is damaged ({_reason(error)}); recomputing it")
         return None
     return state
+
+
+# (file, its size and change time) already warned about: a run reads a damaged file in several places
+# (a step's record when it runs, when a later step searches for a trained model, when the result is
+# summed up), and the user needs to hear of it once; rewritten and damaged again, it is told again.
+_WARNED: set[tuple[str, int, int]] = set()
+
+
+def _warn_once(path: Path, message: str) -> None:
+    try:
+        status = path.stat()
+        key = (str(path.resolve()), status.st_size, status.st_mtime_ns)
+    except OSError:
+        key = (str(path), -1, -1)
+    if key not in _WARNED:
+        _WARNED.add(key)
+        print(message, file=sys.stderr)
 
 
 def _reason(error: BaseException) -> str:

@@ -201,4 +201,4 @@ def test_report_has_a_line_per_check(tiny_babi, tmp_path, capsys):
     (tmp_path / "runs" / "check" / "check.json").write_text("{")
     assert main(["report", str(tmp_path / "runs"), "--out", str(tmp_path / "report2")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "malformed check result" in err[0]
+    assert len(err) == 1 and "check.json is damaged" in err[0] and "fmm-fast check" in err[0]

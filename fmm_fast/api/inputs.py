@@ -13,6 +13,7 @@ from typing import Any
 
 from fmm_fast.core.digest import cache_directory
 from fmm_fast.core.errors import UserError
+from fmm_fast.data.options import DataOptions
 
 # the columns a dataset given as Python data is read by, where no --text-field etc. names others
 TEXT, PAIR, LABEL = "text", "pair", "label"
@@ -30,6 +31,11 @@ def model_source(model: Any) -> Any:
         return Path(model)
     folder = getattr(model, "model_dir", None)  # a Training result
     return Path(folder) if folder is not None else model
+
+
+def model_sources(model: Any) -> list[Any]:
+    """model_source of each model of a repeatable --model: one model, or a list or tuple of them."""
+    return [model_source(m) for m in (model if isinstance(model, list | tuple) else [model])]
 
 
 def as_list(value: Any, option: str) -> list:
@@ -77,9 +83,7 @@ def dataset_fields(
     lengths = {name: len(columns[name]) for name in (text, label, pair) if name is not None}
     if len(set(lengths.values())) != 1:
         raise UserError(f"the dataset's columns differ in length ({lengths}); give one value per example")
-    rows = [
-        {name: _plain(columns[name][i]) for name in lengths} for i in range(next(iter(lengths.values())))
-    ]
+    rows = [{name: _plain(columns[name][i]) for name in lengths} for i in range(next(iter(lengths.values())))]
     text_lines = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     path = cache_directory() / "data" / f"data-{hashlib.sha256(text_lines.encode()).hexdigest()[:12]}.jsonl"
     if not path.is_file():
@@ -88,6 +92,31 @@ def dataset_fields(
         temporary.write_text(text_lines, encoding="utf-8")
         temporary.replace(path)
     return str(path), text, pair, label
+
+
+def data_options(
+    dataset: DatasetLike,
+    *,
+    text_field: str | None,
+    pair_field: str | None,
+    label_field: str | None,
+    label_map: str | Mapping[str, str] | None,
+    **flags: Any,
+) -> DataOptions:
+    """The data options of a function's data arguments, as the command builds them from its flags.
+
+    label_map: "a=negative,b=positive" or {"a": "negative", "b": "positive"}."""
+    if isinstance(label_map, Mapping):
+        label_map = ",".join(f"{source}={target}" for source, target in label_map.items())
+    name, text_field, pair_field, label_field = dataset_fields(dataset, text_field, pair_field, label_field)
+    return DataOptions.from_flags(
+        dataset=name,
+        text_field=text_field,
+        pair_field=pair_field,
+        label_field=label_field,
+        label_map=label_map,
+        **flags,
+    )
 
 
 def _columns(dataset: Any) -> dict[str, list]:

@@ -21,11 +21,9 @@ from fmm_fast.backends.options import DEVICES, PROVIDERS, BackendOptions
 from fmm_fast.backends.precision import DEFAULT_PRECISION, PRECISIONS
 from fmm_fast.core.settings import DEFAULT_EXPLAIN_BATCH_ROWS, DEFAULT_LR, EngineOptions
 from fmm_fast.data.masking import TRAINING_BATCH_SIZE
-from fmm_fast.data.options import DataOptions
+from fmm_fast.data.options import DEFAULT_DATASET, DataOptions
 from fmm_fast.measures.registry import OPTION_NAMES
 from fmm_fast.training.base_models import TINY_ROBERTA
-
-DEFAULT_DATASET = "movie-snippets"
 
 ModelOption = Annotated[
     Path,

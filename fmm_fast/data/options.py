@@ -18,6 +18,7 @@ from fmm_fast.data.local import is_local_file_name
 from fmm_fast.data.registry import check_data_sizes, is_hub_dataset
 from fmm_fast.data.tokenization import encode_split
 
+DEFAULT_DATASET = "movie-snippets"  # offline, small: what a command evaluates when not told
 # what an options object keeps once it has loaded its dataset (functools.cached_property's entries)
 LOADED = ("_loaded", "hub_content")
 

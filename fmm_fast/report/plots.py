@@ -23,9 +23,15 @@ from fmm_fast.report.roar import RoarGroup
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 
 def plot_curves(group: GroupReport, path: Path) -> None:
+    """The PNG of curves_figure(group)."""
+    curves_figure(group).savefig(path, dpi=120)
+
+
+def curves_figure(group: GroupReport) -> Figure:
     """Primary metric vs masking ratio, one line per measure (rand dashed), percentile band across seeds."""
     from matplotlib.figure import Figure
 
@@ -37,7 +43,7 @@ def plot_curves(group: GroupReport, path: Path) -> None:
     ]
     _finish(axes, group.metric, group.majority_baseline, any(bands))
     axes.set_title(f"{group.dataset}, {group.strategy} ({group.split} split)")
-    figure.savefig(path, dpi=120)
+    return figure
 
 
 def _draw_curve(
@@ -73,6 +79,11 @@ def _finish(axes: Axes, metric: str, majority_baseline: float, any_band: bool) -
 
 
 def plot_roar_measure(group: RoarGroup, name: str, path: Path) -> None:
+    """The PNG of roar_measure_figure(group, name)."""
+    roar_measure_figure(group, name).savefig(path, dpi=120)
+
+
+def roar_measure_figure(group: RoarGroup, name: str) -> Figure:
     """One measure's ROAR curve (a model retrained at every ratio) and its no-retraining erasure curves,
     each with its own `rand` (dashed, same colour), percentile band across seeds when there are several."""
     from matplotlib.figure import Figure
@@ -93,7 +104,7 @@ def plot_roar_measure(group: RoarGroup, name: str, path: Path) -> None:
                 bands.append(_draw_curve(axes, ratios, measures[shown], label, color))
     _finish(axes, group.metric, group.majority_baseline, any(bands))
     axes.set_title(f"{group.dataset}, {name}: retrained at every step vs no retraining")
-    figure.savefig(path, dpi=120)
+    return figure
 
 
 def plot_run_curves(paths: Sequence[Path], png: Path) -> None:
@@ -106,7 +117,12 @@ def plot_run_curves(paths: Sequence[Path], png: Path) -> None:
 
 
 def plot_p_values(curves: dict[str, tuple[list[float], list[float]]], path: str | PathLike) -> None:
-    """Write a PNG of Simes p-value against masking ratio, one line per label, log y axis.
+    """The PNG of p_values_figure(curves)."""
+    p_values_figure(curves).savefig(path, format="png")
+
+
+def p_values_figure(curves: dict[str, tuple[list[float], list[float]]]) -> Figure:
+    """Simes p-value against masking ratio, one line per label, log y axis.
 
     curves: label -> (masking ratios, Simes p-values). A p-value of 0 cannot sit on a log axis; it is
     drawn at a floor a decade below the smallest positive value or 0.05, whichever is lower (the axis
@@ -136,4 +152,4 @@ def plot_p_values(curves: dict[str, tuple[list[float], list[float]]], path: str 
     axes.set_ylabel(f"MaSF Simes p-value{zero_note}")
     axes.legend()
     figure.tight_layout()
-    figure.savefig(path, format="png")
+    return figure

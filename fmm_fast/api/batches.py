@@ -90,6 +90,8 @@ class Explanation:
     example's tokens after / before the cut to the model's maximum length (None when not known). Lines
     written before offsets were recorded load with empty offsets and segments (the page then shows tokens
     only).
+
+    Example: `fmm_fast.explain(model, measure="loo-abs", limit=1)[0].scores` (one float per token).
     """
 
     tokens: list[str]

@@ -102,7 +102,11 @@ def figure_html(figure: Figure) -> str:
 
 class Evaluation(RunResult):
     """`fmm_fast.evaluate`'s result: one result.json per seed (records["seed-S/result.json"]), shown as
-    the report's ACU/RACU table (mean over seeds, 95% BCa CI) and the erasure curves."""
+    the report's ACU/RACU table (mean over seeds, 95% BCa CI) and the erasure curves.
+
+    Example: `fmm_fast.evaluate(model, measure=["loo-abs", "grad-l2"]).to_pandas()` has a row per (seed,
+    measure): signed, acu, racu, seconds and the primary metric at r=0, 0.1, ..., 1.
+    """
 
     RECORDS = "seed-*/result.json"
     COMMAND = "evaluate"
@@ -142,7 +146,11 @@ class Evaluation(RunResult):
 
 
 class PeerMetrics(RunResult):
-    """`fmm_fast.aopc`'s result: one result.json per seed, shown as the report's peer-metrics table."""
+    """`fmm_fast.aopc`'s result: one result.json per seed, shown as the report's peer-metrics table.
+
+    Example: `fmm_fast.aopc(model, measure="loo-abs").to_pandas()` has a row per (seed, measure) with
+    each peer metric's mean and CI (aopc_comprehensiveness_mean, ..._ci_low, ...).
+    """
 
     RECORDS = "seed-*/result.json"
     COMMAND = "aopc"
@@ -171,7 +179,11 @@ class PeerMetrics(RunResult):
 
 class Masf(RunResult):
     """`fmm_fast.masf`'s result: masf.json, shown as the report's verdicts (Simes p-value per masking
-    ratio, ✓ in distribution) and the p-value curves."""
+    ratio, ✓ in distribution) and the p-value curves.
+
+    Example: `fmm_fast.masf([plain, masked]).to_pandas()` has a row per (model, ratio): simes,
+    in_distribution, share_below_0.05.
+    """
 
     RECORDS = "masf.json"
     COMMAND = "masf"
@@ -210,7 +222,11 @@ class Masf(RunResult):
 
 
 class Roar(RunResult):
-    """`fmm_fast.roar`'s result: result.json, shown as the report's ROAR table and each measure's curve."""
+    """`fmm_fast.roar`'s result: result.json, shown as the report's ROAR table and a measure's curves.
+
+    Example: `fmm_fast.roar(dataset="babi-1", measure="grad-l2", steps=5).to_pandas()` has a row per
+    (seed, measure): acu, racu, racu_clipped and the retrained model's metric at each ratio.
+    """
 
     RECORDS = "result.json"
     COMMAND = "roar"
@@ -249,7 +265,11 @@ class Roar(RunResult):
 
 
 class Training(RunResult):
-    """`fmm_fast.train`'s result: run.json and the model it kept (`model_dir`, what model= takes)."""
+    """`fmm_fast.train`'s result: run.json and the model it kept (`model_dir`, what model= takes).
+
+    Example: `trained = fmm_fast.train(dataset="movie-snippets", epochs=1)`; then
+    `fmm_fast.evaluate(trained)`; `trained.to_pandas()` has a row per epoch.
+    """
 
     RECORDS = "run.json"
     COMMAND = "train"
@@ -296,7 +316,11 @@ class Training(RunResult):
 
 
 class Report(RunResult):
-    """`fmm_fast.report`'s result: report.json and the tables and figures beside it."""
+    """`fmm_fast.report`'s result: report.json and the tables and figures beside it.
+
+    Example: `fmm_fast.report([evaluation, masf_result], html=True).to_pandas()` has a row per (dataset,
+    strategy, measure) with the aggregated ACU/RACU.
+    """
 
     RECORDS = "report.json"
     COMMAND = "report"
@@ -334,7 +358,10 @@ RESULTS: tuple[type[RunResult], ...] = (Masf, Roar, Training, Report)
 
 def load(directory: str | Path) -> RunResult:
     """The result a function or command wrote to (or a result saved to) `directory`: Evaluation,
-    PeerMetrics, Masf, Roar, Training or Report, told apart by the files there."""
+    PeerMetrics, Masf, Roar, Training or Report, told apart by the files there.
+
+    Example: `fmm_fast.load("runs/evaluate")` after `fmm-fast evaluate --out runs/evaluate`.
+    """
     directory = Path(directory)
     for kind in RESULTS:
         if (directory / kind.RECORDS).is_file():

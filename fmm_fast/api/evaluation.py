@@ -11,13 +11,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fmm_fast.api.inputs import (
-    DatasetLike,
     as_list,
-    data_options,
     measure_option_pairs,
     model_source,
     run_folder,
 )
+from fmm_fast.api.options import backend_arguments, data_arguments, engine_arguments, scale_arguments
 from fmm_fast.api.results import Evaluation
 from fmm_fast.api.seed_runs import (
     check_outputs,
@@ -27,22 +26,20 @@ from fmm_fast.api.seed_runs import (
     seed_directory,
     shared_fields,
 )
-from fmm_fast.backends.engine import DEFAULT_TOKEN_BUDGET, MaskBatchEngine
+from fmm_fast.backends.engine import MaskBatchEngine
 from fmm_fast.backends.loading import LoadedModel, load_model
-from fmm_fast.backends.precision import DEFAULT_PRECISION
 from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.outputs import finish_run, output_lock
 from fmm_fast.core.progress import progress_bar
 from fmm_fast.core.settings import (
-    DEFAULT_EXPLAIN_BATCH_ROWS,
     DEFAULT_FIDELITY_SAMPLE,
     BackendOptions,
     EngineOptions,
     EvaluationSettings,
 )
 from fmm_fast.data.base import TextDataset
-from fmm_fast.data.options import DEFAULT_DATASET, open_split
+from fmm_fast.data.options import DataOptions, open_split
 from fmm_fast.distributed.runtime import ScaleOptions, check_scale_out, check_worker_precision
 from fmm_fast.measures.registry import parse_measure_options
 
@@ -53,19 +50,13 @@ if TYPE_CHECKING:
 CURVE_FILES = ("curves.csv", "curves.png")
 
 
+@scale_arguments()
+@backend_arguments()
+@engine_arguments()
+@data_arguments()
 def evaluate(
     model: Any,
-    *,
-    dataset: DatasetLike = DEFAULT_DATASET,
-    split: str = "test",
-    limit: int | None = None,
-    size: int | None = None,
-    test_size: int | None = None,
-    text_field: str | None = None,
-    pair_field: str | None = None,
-    label_field: str | None = None,
-    metric: str | None = None,
-    label_map: str | Mapping[str, str] | None = None,
+    data: DataOptions,
     out: str | Path | None = None,
     measure: str | Sequence[str] = ("loo-abs",),
     measure_option: Mapping[str, int] | Sequence[str] = (),
@@ -74,15 +65,10 @@ def evaluate(
     fidelity_sample: int = DEFAULT_FIDELITY_SAMPLE,
     overwrite: bool = False,
     quiet: bool = False,
-    token_budget: int = DEFAULT_TOKEN_BUDGET,
-    explain_batch_rows: int = DEFAULT_EXPLAIN_BATCH_ROWS,
-    device: str = "auto",
-    provider: str = "auto",
-    precision: str = DEFAULT_PRECISION,
-    workers: int | None = None,
-    ray_address: str | None = None,
-    worker_cpus: int = 1,
-    worker_gpus: float | None = None,
+    *,
+    engine: EngineOptions,
+    backend: BackendOptions,
+    scale: ScaleOptions | None,
 ) -> Evaluation:
     """Recursive erasure at r = 0, 0.1, ..., 1 and ACU/RACU against `rand` (docs/method.md §4, §5): what
     `fmm-fast evaluate` does, with its options (--measure-option is measure_option, and so on).
@@ -100,20 +86,6 @@ def evaluate(
     seeds = as_list(seed, "seed")
     if not seeds:
         raise UserError("give at least one --seed")
-    data = data_options(
-        dataset,
-        split=split,
-        limit=limit,
-        size=size,
-        test_size=test_size,
-        text_field=text_field,
-        pair_field=pair_field,
-        label_field=label_field,
-        metric=metric,
-        label_map=label_map,
-    )
-    engine = EngineOptions(token_budget, explain_batch_rows)
-    scale = ScaleOptions.from_flags(workers, ray_address, worker_cpus, worker_gpus)
     model = model_source(model)
     settings = EvaluationSettings(
         str(model),
@@ -123,7 +95,7 @@ def evaluate(
         parse_measure_options(measure_option_pairs(measure_option)),
         save_masked,
         engine,
-        BackendOptions(device, provider, precision),
+        backend,
         fidelity_sample,
     )  # a typo in a measure or option fails before any work
     if scale is not None:

@@ -10,17 +10,14 @@ from typing import Any
 
 from fmm_fast.api.explanations import Explanations
 from fmm_fast.api.inputs import (
-    DatasetLike,
     as_list,
-    data_options,
     measure_option_pairs,
     model_source,
     run_folder,
 )
+from fmm_fast.api.options import backend_arguments, data_arguments, engine_arguments, scale_arguments
 from fmm_fast.api.seed_runs import fidelity_sides
-from fmm_fast.backends.engine import DEFAULT_TOKEN_BUDGET
 from fmm_fast.backends.loading import LoadedModel, load_model
-from fmm_fast.backends.precision import DEFAULT_PRECISION
 from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.machine import machine_record
@@ -28,7 +25,6 @@ from fmm_fast.core.outputs import check_file, output_lock
 from fmm_fast.core.progress import progress_bar
 from fmm_fast.core.records import Stopwatch, read_record, split_run_header, versions, write_record
 from fmm_fast.core.settings import (
-    DEFAULT_EXPLAIN_BATCH_ROWS,
     DEFAULT_EXPLAIN_LIMIT,
     DEFAULT_FIDELITY_SAMPLE,
     BackendOptions,
@@ -36,7 +32,7 @@ from fmm_fast.core.settings import (
     ExplainSettings,
 )
 from fmm_fast.data.base import TextDataset
-from fmm_fast.data.options import DEFAULT_DATASET, open_split
+from fmm_fast.data.options import DataOptions, open_split
 from fmm_fast.distributed.runtime import ScaleOptions, check_scale_out, check_worker_precision
 from fmm_fast.measures.registry import parse_measure_options
 from fmm_fast.report.pages.document import GENERATOR
@@ -85,19 +81,13 @@ def explain_record(
     return record if workers is None else {**record, "workers": workers}
 
 
+@scale_arguments()
+@backend_arguments()
+@engine_arguments()
+@data_arguments(limit=DEFAULT_EXPLAIN_LIMIT)
 def explain(
     model: Any,
-    *,
-    dataset: DatasetLike = DEFAULT_DATASET,
-    split: str = "test",
-    limit: int | None = DEFAULT_EXPLAIN_LIMIT,
-    size: int | None = None,
-    test_size: int | None = None,
-    text_field: str | None = None,
-    pair_field: str | None = None,
-    label_field: str | None = None,
-    metric: str | None = None,
-    label_map: str | Mapping[str, str] | None = None,
+    data: DataOptions,
     measure: str | Sequence[str],
     out: str | Path | None = None,
     measure_option: Mapping[str, int] | Sequence[str] = (),
@@ -106,15 +96,10 @@ def explain(
     fidelity_sample: int = DEFAULT_FIDELITY_SAMPLE,
     overwrite: bool = False,
     quiet: bool = False,
-    token_budget: int = DEFAULT_TOKEN_BUDGET,
-    explain_batch_rows: int = DEFAULT_EXPLAIN_BATCH_ROWS,
-    device: str = "auto",
-    provider: str = "auto",
-    precision: str = DEFAULT_PRECISION,
-    workers: int | None = None,
-    ray_address: str | None = None,
-    worker_cpus: int = 1,
-    worker_gpus: float | None = None,
+    *,
+    engine: EngineOptions,
+    backend: BackendOptions,
+    scale: ScaleOptions | None,
 ) -> Explanations:
     """Explain the gold-label logit of each example with one or more importance measures: what `fmm-fast
     explain` does, with its options.
@@ -132,23 +117,8 @@ def explain(
     page, record_path = out.with_suffix(".html"), out.with_suffix(RECORD_SUFFIX)
     if out in (page, record_path):
         raise UserError(f"--out {out} is where its page or run record goes; give it the suffix .jsonl")
-    data = data_options(
-        dataset,
-        split=split,
-        limit=limit,
-        size=size,
-        test_size=test_size,
-        text_field=text_field,
-        pair_field=pair_field,
-        label_field=label_field,
-        metric=metric,
-        label_map=label_map,
-    )
-    engine = EngineOptions(token_budget, explain_batch_rows)
-    scale = ScaleOptions.from_flags(workers, ray_address, worker_cpus, worker_gpus)
     model = model_source(model)
     options = parse_measure_options(measure_option_pairs(measure_option))
-    backend = BackendOptions(device, provider, precision)
     settings = ExplainSettings(
         str(model), data, tuple(measures), seed, options, engine, backend, fidelity_sample
     )

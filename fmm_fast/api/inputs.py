@@ -18,7 +18,7 @@ from fmm_fast.data.options import DataOptions
 # the columns a dataset given as Python data is read by, where no --text-field etc. names others
 TEXT, PAIR, LABEL = "text", "pair", "label"
 
-DatasetLike = str | Path | Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]] | Any
+DatasetLike = str | Path | Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]]
 """A registry name, a local .csv/.jsonl/.parquet file, columns {"text": [...], "label": [...], "pair":
 [...]} (pair optional), rows [{"text": ..., "label": ...}, ...], a `datasets.Dataset` or a pandas
 DataFrame."""

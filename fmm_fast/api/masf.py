@@ -6,42 +6,36 @@ from __future__ import annotations
 import csv
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from fmm_fast.api.inputs import DatasetLike, as_list, data_options, model_sources, run_folder
+from fmm_fast.api.inputs import as_list, model_sources, run_folder
+from fmm_fast.api.options import backend_arguments, data_arguments, engine_arguments, scale_arguments
 from fmm_fast.api.results import Masf
 from fmm_fast.api.seed_runs import fidelity_sides
-from fmm_fast.backends.engine import DEFAULT_TOKEN_BUDGET
 from fmm_fast.backends.loading import load_model
-from fmm_fast.backends.precision import DEFAULT_PRECISION
 from fmm_fast.core.outputs import check_directory, claim_directory, finish_run, output_lock
 from fmm_fast.core.progress import progress_bar
 from fmm_fast.core.reading import read_state
 from fmm_fast.core.records import write_record
 from fmm_fast.core.settings import DEFAULT_FIDELITY_SAMPLE, BackendOptions, EngineOptions, MasfSettings
-from fmm_fast.data.options import DEFAULT_DATASET
+from fmm_fast.data.options import DataOptions
 from fmm_fast.distributed.runtime import ScaleOptions, check_scale_out, check_worker_precision
 from fmm_fast.protocols.masf.reduction import DEFAULT_SPLIT_COMPONENTS
 
 MASF_FILES = ("state", "masf.json", "p_values.csv", "masf.png")  # what a masf --out holds
 
 
+@scale_arguments()
+@backend_arguments()
+@engine_arguments(explain_rows=False)
+@data_arguments()
 def masf(
     model: Any,
-    *,
     out: str | Path | None = None,
-    dataset: DatasetLike = DEFAULT_DATASET,
-    split: str = "test",
-    limit: int | None = None,
-    size: int | None = None,
-    test_size: int | None = None,
-    text_field: str | None = None,
-    pair_field: str | None = None,
-    label_field: str | None = None,
-    metric: str | None = None,
-    label_map: str | Mapping[str, str] | None = None,
+    *,
+    data: DataOptions,
     measure: str | None = None,
     evaluation: str | Path | None = None,
     seed: int = 0,
@@ -51,14 +45,9 @@ def masf(
     fidelity_sample: int = DEFAULT_FIDELITY_SAMPLE,
     overwrite: bool = False,
     quiet: bool = False,
-    token_budget: int = DEFAULT_TOKEN_BUDGET,
-    device: str = "auto",
-    provider: str = "auto",
-    precision: str = DEFAULT_PRECISION,
-    workers: int | None = None,
-    ray_address: str | None = None,
-    worker_cpus: int = 1,
-    worker_gpus: float | None = None,
+    engine: EngineOptions,
+    backend: BackendOptions,
+    scale: ScaleOptions | None,
 ) -> Masf:
     """MaSF p-values versus masking ratio: are masked inputs in distribution? (docs/method.md §6) What
     `fmm-fast masf` does, with its options.
@@ -73,20 +62,6 @@ def masf(
     Example: `fmm_fast.masf([plain, masked], dataset="babi-1", calibration=["in-sample", "split"])`
     """
     models = model_sources(model)
-    data = data_options(
-        dataset,
-        split=split,
-        limit=limit,
-        size=size,
-        test_size=test_size,
-        text_field=text_field,
-        pair_field=pair_field,
-        label_field=label_field,
-        metric=metric,
-        label_map=label_map,
-    )
-    engine = EngineOptions(token_budget=token_budget)
-    scale = ScaleOptions.from_flags(workers, ray_address, worker_cpus, worker_gpus)
     out = run_folder(out, "masf")
     started = time.perf_counter()
     with output_lock(out):  # before any model loads: a second process on this --out exits at once
@@ -106,7 +81,7 @@ def masf(
             calibration_seed,
             split_components,
             engine=engine,
-            backend=BackendOptions(device, provider, precision),
+            backend=backend,
             fidelity_sample=fidelity_sample,
         )
         if scale is not None:

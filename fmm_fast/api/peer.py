@@ -11,13 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from fmm_fast.api.inputs import (
-    DatasetLike,
     as_list,
-    data_options,
     measure_option_pairs,
     model_source,
     run_folder,
 )
+from fmm_fast.api.options import backend_arguments, data_arguments, engine_arguments
 from fmm_fast.api.results import PeerMetrics
 from fmm_fast.api.seed_runs import (
     check_outputs,
@@ -27,38 +26,29 @@ from fmm_fast.api.seed_runs import (
     seed_directory,
     shared_fields,
 )
-from fmm_fast.backends.engine import DEFAULT_TOKEN_BUDGET, MaskBatchEngine
+from fmm_fast.backends.engine import MaskBatchEngine
 from fmm_fast.backends.loading import load_model
-from fmm_fast.backends.precision import DEFAULT_PRECISION
 from fmm_fast.core.digest import content_id
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.outputs import finish_run, output_lock
 from fmm_fast.core.progress import progress_bar
 from fmm_fast.core.settings import (
-    DEFAULT_EXPLAIN_BATCH_ROWS,
     DEFAULT_FIDELITY_SAMPLE,
     AopcSettings,
     BackendOptions,
     EngineOptions,
 )
-from fmm_fast.data.options import DEFAULT_DATASET, open_split
+from fmm_fast.data.options import DataOptions, open_split
 from fmm_fast.measures.external import load_explanations
 from fmm_fast.measures.registry import parse_measure_options
 
 
+@backend_arguments()
+@engine_arguments()
+@data_arguments()
 def aopc(
     model: Any,
-    *,
-    dataset: DatasetLike = DEFAULT_DATASET,
-    split: str = "test",
-    limit: int | None = None,
-    size: int | None = None,
-    test_size: int | None = None,
-    text_field: str | None = None,
-    pair_field: str | None = None,
-    label_field: str | None = None,
-    metric: str | None = None,
-    label_map: str | Mapping[str, str] | None = None,
+    data: DataOptions,
     out: str | Path | None = None,
     measure: str | Sequence[str] = ("loo-abs",),
     measure_option: Mapping[str, int] | Sequence[str] = (),
@@ -67,11 +57,9 @@ def aopc(
     fidelity_sample: int = DEFAULT_FIDELITY_SAMPLE,
     overwrite: bool = False,
     quiet: bool = False,
-    token_budget: int = DEFAULT_TOKEN_BUDGET,
-    explain_batch_rows: int = DEFAULT_EXPLAIN_BATCH_ROWS,
-    device: str = "auto",
-    provider: str = "auto",
-    precision: str = DEFAULT_PRECISION,
+    *,
+    engine: EngineOptions,
+    backend: BackendOptions,
 ) -> PeerMetrics:
     """Peer metrics of each explanation, its ranking computed once on the unmasked input (docs/method.md
     §8): what `fmm-fast aopc` does, with its options.
@@ -88,19 +76,6 @@ def aopc(
     files = [Path(path) for path in as_list(explanations, "explanations")]
     if not seeds:
         raise UserError("give at least one --seed")
-    data = data_options(
-        dataset,
-        split=split,
-        limit=limit,
-        size=size,
-        test_size=test_size,
-        text_field=text_field,
-        pair_field=pair_field,
-        label_field=label_field,
-        metric=metric,
-        label_map=label_map,
-    )
-    engine = EngineOptions(token_budget, explain_batch_rows)
     model = model_source(model)
     # these load SciPy and Numba: imported on use, so --help starts fast
     from fmm_fast.protocols.aopc import RUN_KIND, render_peer_table, run_peer_evaluation
@@ -114,7 +89,7 @@ def aopc(
         parse_measure_options(measure_option_pairs(measure_option)),
         tuple(str(path) for path in files),
         engine,
-        BackendOptions(device, provider, precision),
+        backend,
         fidelity_sample,
     )  # a typo in a measure or option fails before any work
     runs = {s: replace(settings, seed=s) for s in seeds}

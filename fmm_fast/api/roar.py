@@ -7,29 +7,36 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from fmm_fast.api.inputs import DatasetLike, as_list, data_options, measure_option_pairs, run_folder
+from fmm_fast.api.inputs import as_list, measure_option_pairs, run_folder
+from fmm_fast.api.options import (
+    backend_arguments,
+    data_arguments,
+    engine_arguments,
+    scale_arguments,
+    training_arguments,
+)
 from fmm_fast.api.results import Roar
-from fmm_fast.backends.engine import DEFAULT_TOKEN_BUDGET
 from fmm_fast.backends.options import BackendOptions
-from fmm_fast.backends.precision import DEFAULT_PRECISION
 from fmm_fast.core.optional_deps import TRAIN
 from fmm_fast.core.outputs import output_lock
 from fmm_fast.core.settings import (
-    DEFAULT_EXPLAIN_BATCH_ROWS,
-    DEFAULT_LR,
     ROAR_MAX_STEPS,
     EngineOptions,
     RoarSettings,
 )
-from fmm_fast.data.masking import TRAINING_BATCH_SIZE
+from fmm_fast.data.options import DataOptions
 from fmm_fast.distributed.runtime import ScaleOptions
 from fmm_fast.measures.registry import parse_measure_options
 from fmm_fast.training.base_models import TINY_ROBERTA
 
 
+@scale_arguments()
+@backend_arguments(provider=False)
+@engine_arguments()
+@training_arguments()
+@data_arguments(split=False, dataset_required=True)
 def roar(
-    *,
-    dataset: DatasetLike,
+    data: DataOptions,
     out: str | Path | None = None,
     model: str = TINY_ROBERTA,
     measure: str | Sequence[str] = ("grad-l2",),
@@ -43,27 +50,11 @@ def roar(
     step0: str | Path | Sequence[str | Path] = (),
     overwrite: bool = False,
     quiet: bool = False,
-    epochs: int | None = None,
-    batch_size: int = TRAINING_BATCH_SIZE,
-    lr: float = DEFAULT_LR,
-    max_steps: int | None = None,
-    layers: int = 2,
-    width: int = 64,
-    token_budget: int = DEFAULT_TOKEN_BUDGET,
-    explain_batch_rows: int = DEFAULT_EXPLAIN_BATCH_ROWS,
-    device: str = "auto",
-    precision: str = DEFAULT_PRECISION,
-    size: int | None = None,
-    test_size: int | None = None,
-    text_field: str | None = None,
-    pair_field: str | None = None,
-    label_field: str | None = None,
-    metric: str | None = None,
-    label_map: str | Mapping[str, str] | None = None,
-    workers: int | None = None,
-    ray_address: str | None = None,
-    worker_cpus: int = 1,
-    worker_gpus: float | None = None,
+    *,
+    training: dict,
+    engine: EngineOptions,
+    backend: BackendOptions,
+    scale: ScaleOptions | None,
 ) -> Roar:
     """Recursive ROAR: at every ratio r = j/K mask the top floor(r·n) explained tokens of every example of
     all three splits, ranked by the measure with the previous step's model on the previous step's data,
@@ -79,18 +70,6 @@ def roar(
 
     Example: `fmm_fast.roar(dataset="movie-snippets", size=200, measure="loo-abs", steps=2, epochs=1)`
     """
-    data = data_options(
-        dataset,
-        size=size,
-        test_size=test_size,
-        text_field=text_field,
-        pair_field=pair_field,
-        label_field=label_field,
-        metric=metric,
-        label_map=label_map,
-    )
-    engine = EngineOptions(token_budget, explain_batch_rows)
-    scale = ScaleOptions.from_flags(workers, ray_address, worker_cpus, worker_gpus)
     out = run_folder(out, "roar")
     with output_lock(out):  # before PyTorch, Numba and the data load: a second process exits at once
         TRAIN.require("Recursive ROAR (it fine-tunes a model at every step)")
@@ -104,15 +83,10 @@ def roar(
             steps=steps,
             erasure=erasure,
             step0_trainings=tuple(str(path) for path in as_list(step0, "step0")),
-            epochs=epochs,
-            batch_size=batch_size,
-            lr=lr,
-            max_steps=max_steps,
-            layers=layers,
-            width=width,
+            **training,
             measure_options=parse_measure_options(measure_option_pairs(measure_option)),
             engine=engine,
-            backend=BackendOptions(device=device, precision=precision),
+            backend=backend,
         )  # every option is checked before any work
         from fmm_fast.distributed.roar_chains import check_roar_scale_out, ray_chain_runner
         from fmm_fast.protocols.roar.run import RoarRun  # loads PyTorch, Numba, SciPy: on use

@@ -3,44 +3,34 @@ folder and run.json."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 
-from fmm_fast.api.inputs import DatasetLike, data_options, run_folder
+from fmm_fast.api.inputs import run_folder
+from fmm_fast.api.options import backend_arguments, data_arguments, training_arguments
 from fmm_fast.api.results import Training
 from fmm_fast.backends.options import BackendOptions
-from fmm_fast.backends.precision import DEFAULT_PRECISION
 from fmm_fast.core.optional_deps import TRAIN
 from fmm_fast.core.outputs import output_lock
-from fmm_fast.core.settings import DEFAULT_LR, TrainSettings
-from fmm_fast.data.masking import DEFAULT_STRATEGY, TRAINING_BATCH_SIZE
+from fmm_fast.core.settings import TrainSettings
+from fmm_fast.data.masking import DEFAULT_STRATEGY
+from fmm_fast.data.options import DataOptions
 from fmm_fast.training.base_models import TINY_ROBERTA
 
 
+@backend_arguments(provider=False)
+@training_arguments()
+@data_arguments(split=False, dataset_required=True)
 def train(
-    *,
-    dataset: DatasetLike,
+    data: DataOptions,
     out: str | Path | None = None,
     model: str = TINY_ROBERTA,
     strategy: str = DEFAULT_STRATEGY,
     seed: int = 0,
     overwrite: bool = False,
     quiet: bool = False,
-    epochs: int | None = None,
-    batch_size: int = TRAINING_BATCH_SIZE,
-    lr: float = DEFAULT_LR,
-    max_steps: int | None = None,
-    layers: int = 2,
-    width: int = 64,
-    size: int | None = None,
-    test_size: int | None = None,
-    text_field: str | None = None,
-    pair_field: str | None = None,
-    label_field: str | None = None,
-    metric: str | None = None,
-    label_map: str | Mapping[str, str] | None = None,
-    device: str = "auto",
-    precision: str = DEFAULT_PRECISION,
+    *,
+    training: dict,
+    backend: BackendOptions,
 ) -> Training:
     """Fine-tune a classifier with masking, keep the best validation epoch, test it at 0/50/100% masking:
     what `fmm-fast train` does, with its options.
@@ -54,17 +44,6 @@ def train(
 
     Example: `trained = fmm_fast.train(dataset="movie-snippets", size=200, epochs=2, lr=1e-3)`
     """
-    data = data_options(
-        dataset,
-        size=size,
-        test_size=test_size,
-        text_field=text_field,
-        pair_field=pair_field,
-        label_field=label_field,
-        metric=metric,
-        label_map=label_map,
-    )
-    backend = BackendOptions(device=device, precision=precision)
     out = run_folder(out, "train")
     with output_lock(out):  # before PyTorch and the data load: a second process exits at once
         TRAIN.require("training")
@@ -76,12 +55,7 @@ def train(
             model=model,
             strategy=strategy,
             seed=seed,
-            epochs=epochs,
-            batch_size=batch_size,
-            lr=lr,
-            max_steps=max_steps,
-            layers=layers,
-            width=width,
+            **training,
             backend=backend,
         )
         record = run_training(settings, out, progress=not quiet, overwrite=overwrite)

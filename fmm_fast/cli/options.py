@@ -8,9 +8,8 @@ the object) the flags themselves as a dict.
 
 from __future__ import annotations
 
-import functools
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -19,6 +18,8 @@ import typer
 from fmm_fast.backends.engine import DEFAULT_TOKEN_BUDGET
 from fmm_fast.backends.options import DEVICES, PROVIDERS, BackendOptions
 from fmm_fast.backends.precision import DEFAULT_PRECISION, PRECISIONS
+from fmm_fast.core.option_groups import keyword as _option
+from fmm_fast.core.option_groups import option_group
 from fmm_fast.core.settings import DEFAULT_EXPLAIN_BATCH_ROWS, DEFAULT_LR, EngineOptions
 from fmm_fast.data.masking import TRAINING_BATCH_SIZE
 from fmm_fast.data.options import DEFAULT_DATASET, DataOptions
@@ -68,39 +69,6 @@ MeasureOptionsOption = Annotated[
         help=f"A measure's cost knob, e.g. ig_steps=50; repeat for several. Keys: {', '.join(OPTION_NAMES)}.",
     ),
 ]
-
-
-def _option(name: str, annotation: Any, default: Any = inspect.Parameter.empty) -> inspect.Parameter:
-    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
-
-
-def option_group(
-    target: str, build: Callable[..., Any], parameters: Sequence[inspect.Parameter], flags: bool = False
-) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorator: the command's `target` parameter is replaced, where it stands, by the flags `parameters`,
-    and the command is called with target=build(**their values), or with their values as a dict (flags).
-    Typer reads the rewritten signature."""
-
-    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
-        signature = inspect.signature(command, eval_str=True)
-        combined: list[inspect.Parameter] = []
-        for parameter in signature.parameters.values():
-            if parameter.name == target:
-                combined += parameters
-            else:
-                combined.append(parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY))
-        names = [p.name for p in parameters]
-
-        @functools.wraps(command)
-        def wrapper(**values: Any) -> Any:
-            group = {name: values.pop(name) for name in names}
-            return command(**values, **{target: group if flags else build(**group)})
-
-        wrapper.__signature__ = signature.replace(parameters=combined)  # type: ignore[attr-defined]
-        wrapper.__annotations__ = {p.name: p.annotation for p in combined}
-        return wrapper
-
-    return decorate
 
 
 def data_options(

@@ -142,8 +142,8 @@ def test_a_command_and_its_function_write_the_same_records(tiny_babi, tmp_path, 
             "seed-*/result.json",
         ),
         "masf": (
-            ["--model", str(onnx_path), "--limit", "4", "--calibration", "split"],
-            lambda out: fmm_fast.masf(onnx_path, limit=4, calibration="split", out=out, **python),
+            ["--model", str(onnx_path), "--limit", "4", "--seed", "3"],
+            lambda out: fmm_fast.masf(onnx_path, limit=4, seed=3, out=out, **python),
             "masf.json",
         ),
         "roar": (

@@ -265,12 +265,45 @@ def save_explanations(path: Path, explanations: list[Explanation]) -> None:
     os.replace(temporary, path)
 
 
+# The fields of a line of `save_explanations` and their types; "?": absent in files written before it.
+EXPLANATION_LINE = {
+    "tokens": [str],
+    "scores": [float],
+    "explained": [bool],
+    "label": str,
+    "prediction": str,
+    "measure": str,
+    "signed": bool,
+    "index?": int,
+    "text?": str,
+    "pair?": (str, None),
+    "probability?": (float, None),
+    "offsets?": [[int]],
+    "segments?": [int],
+    "tokens_kept?": (int, None),
+    "tokens_total?": (int, None),
+}
+
+
+def _misaligned(record: dict) -> str | None:
+    """What in a line of the right types does not fit together (one entry per token), or None."""
+    tokens = len(record["tokens"])
+    lengths = {key: len(record.get(key, [])) for key in ("scores", "explained", "offsets", "segments")}
+    for key, given in lengths.items():
+        if given != tokens and not (key in ("offsets", "segments") and given == 0):  # older files: none
+            return f"{key} must have one entry per token ({tokens}), not {given}"
+    if any(len(span) != 2 for span in record.get("offsets", [])):
+        return "offsets must be [start, end] pairs"
+    if record.get("index", 0) < 0:
+        return "index must be 0 or more"
+    return None
+
+
 def load_explanations(path: Path) -> list[Explanation]:
     """The explanations `save_explanations` wrote (fields it does not know are skipped); UserError naming
     the file's own line when the file is not such a file."""
     path = Path(path)
     fields = Explanation.__dataclass_fields__
-    shape = {"tokens": [str], "scores": [float], "explained": [bool], "label": str, "prediction": str}
     try:
         lines = json_lines(path)
         explanations = []
@@ -279,7 +312,7 @@ def load_explanations(path: Path) -> list[Explanation]:
                 record = restore_non_finite(line)
             except ValueError as error:
                 raise LineError(number, str(error)) from None
-            if error := shape_error(record, {**shape, "measure": str, "signed": bool}):
+            if error := shape_error(record, EXPLANATION_LINE) or _misaligned(record):
                 raise LineError(number, error)
             explanations.append(Explanation(**{k: v for k, v in record.items() if k in fields}))
     except LineError as error:

@@ -9,7 +9,8 @@ line number.
 
 Shape: a type (float accepts ints, never bools), None (null), a tuple (any one of its shapes), a one-item
 list (a list whose every item has that shape), a dict (an object holding at least those keys, each of
-its shape) or {"*": shape} (an object whose every value has that shape).
+its shape; a key ending in "?" may be absent) or {"*": shape} (an object whose every value has that
+shape).
 """
 
 from __future__ import annotations
@@ -48,22 +49,30 @@ def shape_error(value: Any, shape: Shape, where: str = "") -> str | None:
         if set(shape) == {"*"}:
             shape = dict.fromkeys(value, shape["*"])
         for key, inner in shape.items():
-            if key not in value:
+            name = key.removesuffix("?")
+            if name not in value:
+                if name != key:
+                    continue
                 return f"{where + '.' if where else ''}{key} is missing"
-            if error := shape_error(value[key], inner, f"{where + '.' if where else ''}{key}"):
+            if error := shape_error(value[name], inner, f"{where + '.' if where else ''}{name}"):
                 return error
         return None
     if isinstance(value, bool) and shape is not bool:
-        return f"{place} must be a {_name(shape)}, not true/false"
+        return f"{place} must be {_name(shape)}, not true/false"
     if shape is float:
         return None if isinstance(value, int | float) else f"{place} must be a number"
-    return None if isinstance(value, shape) else f"{place} must be a {_name(shape)}"
+    return None if isinstance(value, shape) else f"{place} must be {_name(shape)}"
 
 
 def _name(shape: type) -> str:
-    return {str: "string", int: "integer", float: "number", dict: "JSON object", list: "list"}.get(
-        shape, shape.__name__
-    )
+    names = {
+        str: "a string",
+        int: "an integer",
+        float: "a number",
+        bool: "true or false",
+        dict: "a JSON object",
+    }
+    return names.get(shape, f"a {shape.__name__}")
 
 
 def check_record(path: Path, shape: Shape) -> dict[str, Any]:

@@ -6,7 +6,7 @@ The view and scale switches are checkboxes that CSS reads (`:has`), so they work
 
 from __future__ import annotations
 
-import html
+from fmm_fast.report.pages.markup import Html, markup
 
 STYLE = """
 :root{--pos:#d6604d;--neg:#4393c3;--seq:#8c6bb1;color:#222;font-family:system-ui,-apple-system,"Segoe UI",
@@ -71,24 +71,25 @@ main.browser:not(:has(.example:target)) .example:first-of-type{display:block}
 
 # In the head of every page: what tells fmm-fast that a page at an --out path is its own to replace.
 GENERATOR = '<meta name="generator" content="fmm-fast">'
+_SHELL = (
+    '<!doctype html><html lang="en"><head><meta charset="utf-8">{generator}'
+    '<meta name="viewport" content="width=device-width,initial-scale=1">'
+    "<title>{title}</title><style>{style}</style></head><body>{body}{tail}</body></html>\n"
+)
+VIEW_CONTROLS = (
+    '<div class="controls"><label><input type="checkbox" id="view-tokens"> show model tokens instead '
+    'of words</label><label><input type="checkbox" id="own-scale"> scale each example to its own '
+    "largest score</label><span class='muted'>hover a word for its score (the sum of its tokens')"
+    "</span></div>"
+)
 
 
-def document(title: str, body: str, script: str = "") -> str:
-    """A complete HTML page: `body` (HTML) under the shared stylesheet, `script` (JavaScript) at the end."""
-    tail = f"<script>{script}</script>" if script else ""
-    return (
-        f'<!doctype html><html lang="en"><head><meta charset="utf-8">{GENERATOR}'
-        '<meta name="viewport" content="width=device-width,initial-scale=1">'
-        f"<title>{html.escape(title)}</title><style>{STYLE}</style></head>"
-        f"<body>{body}{tail}</body></html>\n"
-    )
+def document(title: str, body: Html, script: Html = Html()) -> str:
+    """A complete HTML page: `body` under the shared stylesheet, `script` (JavaScript) at the end."""
+    tail = markup("<script>{script}</script>", script=script) if script else Html()
+    return markup(_SHELL, generator=Html(GENERATOR), title=title, style=Html(STYLE), body=body, tail=tail)
 
 
-def view_controls() -> str:
+def view_controls() -> Html:
     """The switches: model tokens instead of words, each example scaled to its own largest score."""
-    return (
-        '<div class="controls"><label><input type="checkbox" id="view-tokens"> show model tokens instead '
-        'of words</label><label><input type="checkbox" id="own-scale"> scale each example to its own '
-        "largest score</label><span class='muted'>hover a word for its score (the sum of its tokens')"
-        "</span></div>"
-    )
+    return Html(VIEW_CONTROLS)

@@ -3,12 +3,12 @@ probability, and one row per measure in the word and the token view."""
 
 from __future__ import annotations
 
-import html
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 from fmm_fast.api import Explanation
 from fmm_fast.core.errors import UserError
+from fmm_fast.report.pages.markup import Html, join, markup
 from fmm_fast.report.pages.scale import Scale, largest, page_top, render_units, scores
 from fmm_fast.report.pages.units import Unit, has_offsets, token_units, word_units
 
@@ -73,37 +73,53 @@ def measure_scales(examples: list[Example]) -> dict[str, Scale]:
     return {name: Scale(name, signed[name], page_top(words[name]), page_top(tokens[name])) for name in signed}
 
 
-def verdict(example: Example) -> str:
+def verdict(example: Example) -> Html:
     """Label, prediction (marked right or wrong) and the prediction's probability, as HTML."""
     first = example.first
-    probability = "" if first.probability is None else f" (p = {first.probability:.2f})"
+    probability = Html() if first.probability is None else markup(" (p = {p:.2f})", p=first.probability)
     mark, kind = ("✓", "right") if example.correct else ("✗", "wrong")
-    return (
-        f"label <b>{html.escape(first.label)}</b> · prediction "
-        f'<b class="{kind}">{html.escape(first.prediction)} {mark}</b>{probability}'
+    return markup(
+        'label <b>{label}</b> · prediction <b class="{kind}">{prediction} {mark}</b>{probability}',
+        label=first.label,
+        kind=kind,
+        prediction=first.prediction,
+        mark=mark,
+        probability=probability,
     )
 
 
-def example_section(example: Example, scales: dict[str, Scale], heading: str = "h2") -> str:
+NO_OFFSETS = ' <span class="muted">(no word offsets: tokens)</span>'
+
+
+def example_section(example: Example, scales: dict[str, Scale], heading: str = "h2") -> Html:
     """The example's section (id ex-INDEX): heading, verdict, one row per measure, the second segment."""
     rows = []
     for name, row in example.rows.items():
         scale = scales[name]
-        words = render_units(row.words, scale.signed, scale.words, largest(row.words))
-        tokens = render_units(row.tokens, scale.signed, scale.tokens, largest(row.tokens))
-        note = "" if has_offsets(row.explanation) else ' <span class="muted">(no word offsets: tokens)</span>'
         rows.append(
-            f'<tr><th scope="row">{html.escape(name)}{note}</th>'
-            f'<td><div class="text words">{words}</div><div class="text tokens">{tokens}</div></td></tr>'
+            markup(
+                '<tr><th scope="row">{name}{note}</th><td><div class="text words">{words}</div>'
+                '<div class="text tokens">{tokens}</div></td></tr>',
+                name=name,
+                note=Html() if has_offsets(row.explanation) else Html(NO_OFFSETS),
+                words=render_units(row.words, scale.signed, scale.words, largest(row.words)),
+                tokens=render_units(row.tokens, scale.signed, scale.tokens, largest(row.tokens)),
+            )
         )
     pair = example.first.pair
     second = (
-        ""
+        Html()
         if pair is None
-        else f'<p class="pair"><span class="muted">second segment (not explained):</span> {html.escape(pair)}'
-        "</p>"
+        else markup(
+            '<p class="pair"><span class="muted">second segment (not explained):</span> {pair}</p>', pair=pair
+        )
     )
-    return (
-        f'<section class="example" id="ex-{example.index}"><{heading}>Example {example.index}</{heading}>'
-        f'<p class="meta">{verdict(example)}</p><table class="rows">{"".join(rows)}</table>{second}</section>'
+    return markup(
+        '<section class="example" id="ex-{index}"><{heading}>Example {index}</{heading}>'
+        '<p class="meta">{verdict}</p><table class="rows">{rows}</table>{second}</section>',
+        index=example.index,
+        heading=heading,
+        verdict=verdict(example),
+        rows=join(rows),
+        second=second,
     )

@@ -7,12 +7,12 @@ over the example's words (or model tokens), coloured on the page's shared scale 
 
 from __future__ import annotations
 
-import html
 from pathlib import Path
 
 from fmm_fast.api import Explanation
 from fmm_fast.report.pages.document import document, view_controls
 from fmm_fast.report.pages.examples import Example, example_section, group_examples, measure_scales
+from fmm_fast.report.pages.markup import Html, join, markup
 from fmm_fast.report.pages.scale import legend
 
 SNIPPET = 80  # characters of an example's text in the list
@@ -36,41 +36,53 @@ select(location.hash.slice(1)||(rows.length?rows[0].dataset.id:''));
 """
 
 
-def _list_row(example: Example) -> str:
+def _list_row(example: Example) -> Html:
     first = example.first
-    text = first.text if len(first.text) <= SNIPPET else first.text[: SNIPPET - 1] + "…"
-    probability = "" if first.probability is None else f"{first.probability:.2f}"
     kind, mark = ("right", "✓") if example.correct else ("wrong", "✗")
-    return (
-        f'<tr data-id="ex-{example.index}" class="{"is-" + kind}">'
-        f"<td>{example.index}</td><td>{html.escape(first.label)}</td>"
-        f'<td class="{kind}">{html.escape(first.prediction)} {mark}</td><td>{probability}</td>'
-        f'<td class="snippet"><a href="#ex-{example.index}">{html.escape(text)}</a></td></tr>'
+    return markup(
+        '<tr data-id="ex-{index}" class="is-{kind}"><td>{index}</td><td>{label}</td>'
+        '<td class="{kind}">{prediction} {mark}</td><td>{probability}</td>'
+        '<td class="snippet"><a href="#ex-{index}">{text}</a></td></tr>',
+        index=example.index,
+        kind=kind,
+        label=first.label,
+        prediction=first.prediction,
+        mark=mark,
+        probability="" if first.probability is None else f"{first.probability:.2f}",
+        text=first.text if len(first.text) <= SNIPPET else first.text[: SNIPPET - 1] + "…",
     )
+
+
+LISTING = (
+    '<nav><div class="filters"><input type="search" id="filter" placeholder="filter by text"> '
+    '<label><input type="checkbox" id="wrong-only"> wrong predictions only</label></div>'
+    "<table><thead><tr><th>#</th><th>label</th><th>prediction</th><th>p</th><th>text</th></tr></thead>"
+    "<tbody>{rows}</tbody></table></nav>"
+)
 
 
 def explanations_page(explanations: list[Explanation], about: list[str]) -> str:
     """The whole page. about: lines describing the run (model, dataset, measures), shown as given."""
     examples = group_examples(explanations)
     scales = measure_scales(examples)
-    wrong = sum(not e.correct for e in examples)
-    header = (
-        "<header><h1>fmm-fast explanations</h1>"
-        + "".join(f'<div class="muted">{html.escape(line)}</div>' for line in about)
-        + f'<div class="muted">{len(examples)} examples, {wrong} predicted wrongly; measures: '
-        + f"{html.escape(', '.join(scales))}</div>"
-        + view_controls()
-        + f'<div class="legends">{"".join(legend(s) for s in scales.values())}</div></header>'
+    header = markup(
+        "<header><h1>fmm-fast explanations</h1>{about}"
+        '<div class="muted">{count} examples, {wrong} predicted wrongly; measures: {measures}</div>'
+        '{controls}<div class="legends">{legends}</div></header>',
+        about=join(markup('<div class="muted">{line}</div>', line=line) for line in about),
+        count=len(examples),
+        wrong=sum(not e.correct for e in examples),
+        measures=", ".join(scales),
+        controls=view_controls(),
+        legends=join(legend(s) for s in scales.values()),
     )
-    listing = (
-        '<nav><div class="filters"><input type="search" id="filter" placeholder="filter by text"> '
-        '<label><input type="checkbox" id="wrong-only"> wrong predictions only</label></div>'
-        "<table><thead><tr><th>#</th><th>label</th><th>prediction</th><th>p</th><th>text</th></tr></thead>"
-        f"<tbody>{''.join(_list_row(e) for e in examples)}</tbody></table></nav>"
+    body = markup(
+        '{header}<div class="layout">' + LISTING + '<main class="browser">{details}</main></div>',
+        header=header,
+        rows=join(_list_row(e) for e in examples),
+        details=join(example_section(e, scales) for e in examples),
     )
-    details = "".join(example_section(e, scales) for e in examples)
-    body = f'{header}<div class="layout">{listing}<main class="browser">{details}</main></div>'
-    return document("fmm-fast explanations", body, SCRIPT)
+    return document("fmm-fast explanations", body, Html(SCRIPT))
 
 
 def write_explanations_page(path: Path, explanations: list[Explanation], about: list[str]) -> None:

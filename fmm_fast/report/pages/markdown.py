@@ -4,38 +4,49 @@ renderer and without a Markdown dependency."""
 
 from __future__ import annotations
 
-import html
 import re
 
-_INLINE = [(re.compile(r"`([^`]+)`"), r"<code>\1</code>"), (re.compile(r"\*\*([^*]+)\*\*"), r"<b>\1</b>")]
+from fmm_fast.report.pages.markup import Html, join, markup
+
+_INLINE = re.compile(r"`([^`]+)`|\*\*([^*]+)\*\*")  # `code` or **bold**
 _HEADING = re.compile(r"(#{1,6})\s+(.*)")
 
 
-def inline(text: str) -> str:
+def inline(text: str) -> Html:
     """One line of Markdown text as escaped HTML with its `code` and **bold** spans."""
-    escaped = html.escape(text, quote=False)
-    for pattern, replacement in _INLINE:
-        escaped = pattern.sub(replacement, escaped)
-    return escaped
+    parts, cursor = [], 0
+    for match in _INLINE.finditer(text):
+        code, bold = match.groups()
+        parts.append(markup("{plain}", plain=text[cursor : match.start()]))
+        parts.append(markup("<code>{c}</code>", c=code) if code is not None else markup("<b>{b}</b>", b=bold))
+        cursor = match.end()
+    parts.append(markup("{plain}", plain=text[cursor:]))
+    return join(parts)
 
 
 def _cells(line: str) -> list[str]:
     return [cell.strip() for cell in line.strip().strip("|").split("|")]
 
 
-def _table(lines: list[str]) -> str:
+def _table(lines: list[str]) -> Html:
     """A pipe table: header, separator, rows."""
-    header = "".join(f"<th>{inline(cell)}</th>" for cell in _cells(lines[0]))
-    body = "".join(
-        "<tr>" + "".join(f"<td>{inline(cell)}</td>" for cell in _cells(line)) + "</tr>" for line in lines[2:]
+    return markup(
+        '<table class="data"><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table>',
+        header=join(markup("<th>{c}</th>", c=inline(cell)) for cell in _cells(lines[0])),
+        body=join(
+            markup(
+                "<tr>{cells}</tr>",
+                cells=join(markup("<td>{c}</td>", c=inline(cell)) for cell in _cells(line)),
+            )
+            for line in lines[2:]
+        ),
     )
-    return f'<table class="data"><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table>'
 
 
-def markdown_html(text: str, top: int = 3) -> str:
+def markdown_html(text: str, top: int = 3) -> Html:
     """Markdown as HTML; the file's largest heading becomes <h`top`>, the next ones smaller."""
     lines = text.splitlines()
-    parts: list[str] = []
+    parts: list[Html] = []
     largest = min(_levels(lines))  # the fewest #s
     index = 0
     while index < len(lines):
@@ -46,13 +57,13 @@ def markdown_html(text: str, top: int = 3) -> str:
             index += 1
         elif heading:
             level = min(6, top + len(heading[1]) - largest)
-            parts.append(f"<h{level}>{inline(heading[2])}</h{level}>")
+            parts.append(markup("<h{level}>{text}</h{level}>", level=level, text=inline(heading[2])))
             index += 1
         elif line.startswith("```"):
             index += 1
             while index < len(lines) and not lines[index].startswith("```"):
                 index += 1
-            parts.append(f"<pre>{html.escape(chr(10).join(lines[start + 1 : index]))}</pre>")
+            parts.append(markup("<pre>{code}</pre>", code="\n".join(lines[start + 1 : index])))
             index += 1
         else:
             kind = "|" if line.startswith("|") else "- " if line.startswith("- ") else ""
@@ -63,10 +74,11 @@ def markdown_html(text: str, top: int = 3) -> str:
             if kind == "|":
                 parts.append(_table(block))
             elif kind == "- ":
-                parts.append("<ul>" + "".join(f"<li>{inline(item[2:])}</li>" for item in block) + "</ul>")
+                items = join(markup("<li>{item}</li>", item=inline(item[2:])) for item in block)
+                parts.append(markup("<ul>{items}</ul>", items=items))
             else:
-                parts.append(f"<p>{inline(' '.join(block))}</p>")
-    return "\n".join(parts)
+                parts.append(markup("<p>{text}</p>", text=inline(" ".join(block))))
+    return join(parts, "\n")
 
 
 def _same_block(line: str, kind: str) -> bool:

@@ -9,7 +9,6 @@ a section per measure with its first few examples. Nothing on the page is fetche
 from __future__ import annotations
 
 import base64
-import html
 import json
 from collections import defaultdict
 from collections.abc import Sequence
@@ -17,13 +16,14 @@ from pathlib import Path
 
 from fmm_fast import __version__
 from fmm_fast.api import Explanation
-from fmm_fast.core.records import read_record
+from fmm_fast.core.reading import read_checked
 from fmm_fast.data.local import display_name
 from fmm_fast.report.load import find_result_files
 from fmm_fast.report.masf import MASF_TABLE, find_masf_files
 from fmm_fast.report.pages.document import document, view_controls
 from fmm_fast.report.pages.examples import example_section, group_examples, measure_scales
 from fmm_fast.report.pages.markdown import inline, markdown_html
+from fmm_fast.report.pages.markup import Html, join, markup
 from fmm_fast.report.pages.scale import legend
 from fmm_fast.report.peer import PEER_TABLE
 from fmm_fast.report.write import COST_TABLE, ROAR_TABLE
@@ -53,7 +53,7 @@ def _table_order(path: Path) -> tuple[int, str]:
     return (names.index(path.name), "") if path.name in TABLE_TITLES else (len(names), path.name)
 
 
-def _tables(files: list[Path]) -> list[tuple[str, str]]:
+def _tables(files: list[Path]) -> list[tuple[str, Html]]:
     tables = sorted((p for p in files if p.suffix == ".md"), key=_table_order)
     return [
         (TABLE_TITLES.get(p.name, p.stem.replace("-", " ").capitalize()), markdown_html(p.read_text("utf-8")))
@@ -61,15 +61,18 @@ def _tables(files: list[Path]) -> list[tuple[str, str]]:
     ]
 
 
-def _figures(files: list[Path]) -> str:
-    figures = []
-    for path in (p for p in files if p.suffix == ".png"):
-        data = base64.b64encode(path.read_bytes()).decode("ascii")
-        figures.append(
-            f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(path.stem)}">'
-            f"<figcaption>{html.escape(path.name)}</figcaption></figure>"
+def _figures(files: list[Path]) -> Html:
+    return join(
+        markup(
+            '<figure><img src="data:image/png;base64,{data}" alt="{stem}"><figcaption>{name}</figcaption>'
+            "</figure>",
+            data=base64.b64encode(path.read_bytes()).decode("ascii"),
+            stem=path.stem,
+            name=path.name,
         )
-    return "".join(figures)
+        for path in files
+        if path.suffix == ".png"
+    )
 
 
 def _shown_path(path: Path, dirs: Sequence[Path]) -> str:
@@ -80,12 +83,28 @@ def _shown_path(path: Path, dirs: Sequence[Path]) -> str:
     return path.name
 
 
-def _runs(dirs: Sequence[Path]) -> str:
+# What the runs table reads of any command's record, each field only where the record has it.
+RUN_HEADER = {
+    "kind?": str,
+    "dataset?": str,
+    "model?": ({"strategy?": str}, str),
+    "seed?": (int, None),
+    "n_examples?": int,
+    "fmm_fast_version?": str,
+    "arguments?": {"data?": {"dataset?": str}, "seed?": (int, None)},
+    "versions?": {"*": str},
+}
+RUNS_HEADINGS = ("File", "Kind", "Dataset", "Strategy", "Seed", "Examples", "fmm-fast")
+
+
+def _runs(dirs: Sequence[Path]) -> Html:
     """Each result file's kind, dataset, model strategy, seed and size, its settings, and the versions."""
     rows, details = [], []
     versions: dict[str, set[str]] = defaultdict(set)
     for path in sorted({*find_result_files(dirs), *find_masf_files(dirs)}):
-        record = read_record(path)
+        record = read_checked(
+            path, RUN_HEADER, "rerun the command that wrote it, or move it out of the report's folders"
+        )
         shown = _shown_path(path, dirs)
         arguments = record.get("arguments", {})
         dataset = record.get("dataset") or arguments.get("data", {}).get("dataset", "")
@@ -93,36 +112,37 @@ def _runs(dirs: Sequence[Path]) -> str:
         cells = [
             shown,
             record.get("kind", ""),
-            display_name(str(dataset)),
+            display_name(dataset),
             model.get("strategy", ""),
             record.get("seed", arguments.get("seed", "")),
             record.get("n_examples", ""),
             record.get("fmm_fast_version", ""),
         ]
-        rows.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
-        settings = json.dumps(arguments, indent=1, sort_keys=True, default=str)
+        rows.append(markup("<tr>{cells}</tr>", cells=join(markup("<td>{c}</td>", c=c) for c in cells)))
         details.append(
-            f"<details><summary>settings of {html.escape(shown)}</summary><pre>{html.escape(settings)}</pre>"
-            "</details>"
+            markup(
+                "<details><summary>settings of {shown}</summary><pre>{settings}</pre></details>",
+                shown=shown,
+                settings=json.dumps(arguments, indent=1, sort_keys=True, default=str),
+            )
         )
         for package, version in record.get("versions", {}).items():
-            versions[package].add(str(version))
-    header = "".join(
-        f"<th>{h}</th>" for h in ("File", "Kind", "Dataset", "Strategy", "Seed", "Examples", "fmm-fast")
-    )
-    version_rows = "".join(
-        f"<tr><td>{html.escape(p)}</td><td>{html.escape(', '.join(sorted(v)))}</td></tr>"
-        for p, v in sorted(versions.items())
-    )
-    return (
-        f'<table class="data"><thead><tr>{header}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
-        f"{''.join(details)}<h3>Versions</h3>"
-        f'<table class="data"><thead><tr><th>Package</th><th>Version</th></tr></thead><tbody>{version_rows}'
-        "</tbody></table>"
+            versions[package].add(version)
+    return markup(
+        '<table class="data"><thead><tr>{header}</tr></thead><tbody>{rows}</tbody></table>{details}'
+        '<h3>Versions</h3><table class="data"><thead><tr><th>Package</th><th>Version</th></tr></thead>'
+        "<tbody>{versions}</tbody></table>",
+        header=join(markup("<th>{h}</th>", h=h) for h in RUNS_HEADINGS),
+        rows=join(rows),
+        details=join(details),
+        versions=join(
+            markup("<tr><td>{p}</td><td>{v}</td></tr>", p=p, v=", ".join(sorted(v)))
+            for p, v in sorted(versions.items())
+        ),
     )
 
 
-def _explanations(explanations: list[Explanation]) -> str:
+def _explanations(explanations: list[Explanation]) -> Html:
     """Per measure, its first few examples (by index) on that measure's own scale."""
     by_measure: dict[str, list[Explanation]] = defaultdict(list)
     for explanation in sorted(explanations, key=lambda e: e.index):
@@ -132,11 +152,15 @@ def _explanations(explanations: list[Explanation]) -> str:
     for name, chosen in by_measure.items():
         examples = group_examples(chosen)
         scales = measure_scales(examples)
-        sections = "".join(example_section(e, scales, heading="h4") for e in examples)
         parts.append(
-            f'<h3 id="measure-{html.escape(name)}">{html.escape(name)}</h3>{legend(scales[name])}{sections}'
+            markup(
+                '<h3 id="measure-{name}">{name}</h3>{legend}{sections}',
+                name=name,
+                legend=legend(scales[name]),
+                sections=join(example_section(e, scales, heading="h4") for e in examples),
+            )
         )
-    return "".join(parts)
+    return join(parts)
 
 
 def report_page(dirs: Sequence[Path], files: list[Path], explanations: list[Explanation]) -> str:
@@ -148,19 +172,23 @@ def report_page(dirs: Sequence[Path], files: list[Path], explanations: list[Expl
     if explanations:
         sections.append(("Example explanations", _explanations(explanations)))
     sections.append(("Runs: settings and versions", _runs(dirs)))
-    contents = "".join(
-        f'<li><a href="#s{i}">{inline(title)}</a></li>' for i, (title, _) in enumerate(sections)
+    header = markup(
+        '<h1>fmm-fast report</h1><p class="muted">results under {given}; fmm-fast {version}</p>'
+        "<ul>{contents}</ul>",
+        given=", ".join(d.name or str(d) for d in dirs),
+        version=__version__,
+        contents=join(
+            markup('<li><a href="#s{i}">{title}</a></li>', i=i, title=inline(title))
+            for i, (title, _) in enumerate(sections)
+        ),
     )
-    body = "".join(
-        f'<section><h2 id="s{i}">{inline(t)}</h2>{b}</section>' for i, (t, b) in enumerate(sections)
+    body = join(
+        markup('<section><h2 id="s{i}">{title}</h2>{body}</section>', i=i, title=inline(t), body=b)
+        for i, (t, b) in enumerate(sections)
     )
-    given = ", ".join(d.name or str(d) for d in dirs)
-    header = (
-        "<h1>fmm-fast report</h1>"
-        f"<p class='muted'>results under {html.escape(given)}; fmm-fast {__version__}</p>"
-        f"<ul>{contents}</ul>"
+    return document(
+        "fmm-fast report", markup('<div class="report">{header}{body}</div>', header=header, body=body)
     )
-    return document("fmm-fast report", f'<div class="report">{header}{body}</div>')
 
 
 def write_report_page(

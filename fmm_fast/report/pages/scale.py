@@ -11,12 +11,12 @@ themselves are CSS (document.STYLE): a span carries its share of both scales, `-
 
 from __future__ import annotations
 
-import html
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
+from fmm_fast.report.pages.markup import Html, join, markup
 from fmm_fast.report.pages.units import Unit
 
 TOP_PERCENTILE = 99
@@ -53,22 +53,29 @@ def share(score: float, top: float) -> float:
     return min(1.0, abs(score) / top) if top > 0 else 0.0
 
 
-def render_units(units: list[Unit], signed: bool, page_top: float, example_top: float) -> str:
+def render_units(units: list[Unit], signed: bool, page_top: float, example_top: float) -> Html:
     """The units as HTML: scored ones as coloured spans with their hover detail, the rest as text."""
     parts = []
     for unit in units:
-        text = html.escape(unit.text)
         if unit.score is None:
             parts.append(
-                f'<span class="x" title="{html.escape(unit.detail)}">{text}</span>' if unit.detail else text
+                markup('<span class="x" title="{detail}">{text}</span>', detail=unit.detail, text=unit.text)
+                if unit.detail
+                else markup("{text}", text=unit.text)
             )
             continue
-        palette = ("p" if unit.score >= 0 else "n") if signed else "u"
         parts.append(
-            f'<span class="s {palette}" style="--g:{share(unit.score, page_top):.3f};'
-            f'--x:{share(unit.score, example_top):.3f}" title="{html.escape(unit.detail)}">{text}</span>'
+            markup(
+                '<span class="s {palette}" style="--g:{page:.3f};--x:{own:.3f}" title="{detail}">'
+                "{text}</span>",
+                palette=("p" if unit.score >= 0 else "n") if signed else "u",
+                page=share(unit.score, page_top),
+                own=share(unit.score, example_top),
+                detail=unit.detail,
+                text=unit.text,
+            )
         )
-    return "".join(parts)
+    return join(parts)
 
 
 def _ends(top: float, signed: bool) -> str:
@@ -79,17 +86,19 @@ def _ends(top: float, signed: bool) -> str:
 _TOP_NOTE = f"the strongest colour: the {TOP_PERCENTILE}th percentile of |score| on this page, and beyond"
 
 
-def legend(scale: Scale) -> str:
+def legend(scale: Scale) -> Html:
     """One measure's legend: its palette as a bar and the scores at its ends, for the view and scaling
     the page shows (CSS picks which)."""
-    palette = "diverging" if scale.signed else "sequential"
-    meaning = "negative ← → positive" if scale.signed else "more important →"
-    own = "−max · 0 · +max of each example" if scale.signed else "0 · max of each example"
-    return (
-        f'<div class="legend" data-measure="{html.escape(scale.measure)}" title="{_TOP_NOTE}">'
-        f"<b>{html.escape(scale.measure)}</b> <span class='muted'>{meaning}</span>"
-        f'<span class="bar {palette}"></span>'
-        f'<span class="ends page words">{_ends(scale.words, scale.signed)} (per word)</span>'
-        f'<span class="ends page tokens">{_ends(scale.tokens, scale.signed)} (per token)</span>'
-        f'<span class="ends own">{own}</span></div>'
+    return markup(
+        '<div class="legend" data-measure="{measure}" title="{note}"><b>{measure}</b> '
+        '<span class="muted">{meaning}</span><span class="bar {palette}"></span>'
+        '<span class="ends page words">{words} (per word)</span>'
+        '<span class="ends page tokens">{tokens} (per token)</span><span class="ends own">{own}</span></div>',
+        measure=scale.measure,
+        note=_TOP_NOTE,
+        meaning="negative ← → positive" if scale.signed else "more important →",
+        palette="diverging" if scale.signed else "sequential",
+        words=_ends(scale.words, scale.signed),
+        tokens=_ends(scale.tokens, scale.signed),
+        own="−max · 0 · +max of each example" if scale.signed else "0 · max of each example",
     )

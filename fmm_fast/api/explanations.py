@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,9 +44,13 @@ class Explanations(list[Explanation]):
         return explanations_page(list(self), self.about)
 
     def _repr_html_(self) -> str:
-        return (
-            f'<iframe srcdoc="{html.escape(self.page())}" sandbox="allow-scripts" '
-            f'style="width:100%;height:{VIEWER_HEIGHT}px;border:1px solid #ddd"></iframe>'
+        from fmm_fast.report.pages.markup import markup
+
+        return markup(
+            '<iframe srcdoc="{page}" sandbox="allow-scripts" '
+            'style="width:100%;height:{height}px;border:1px solid #ddd"></iframe>',
+            page=str(self.page()),  # a whole page, escaped as the attribute's text
+            height=VIEWER_HEIGHT,
         )
 
     def rows(self) -> Iterator[dict[str, Any]]:

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     import pandas
     from matplotlib.figure import Figure
 
+    from fmm_fast.report.pages.markup import Html
+
 
 class RunResult:
     """The records of one run: `records` maps each record file's path under `path` to what it holds.
@@ -84,20 +86,24 @@ class RunResult:
 
     def _repr_html_(self) -> str:
         from fmm_fast.report.pages.markdown import markdown_html
+        from fmm_fast.report.pages.markup import Html, markup
 
         figure = self.plot()
-        return markdown_html(self.table()) + ("" if figure is None else figure_html(figure))
+        shown = Html("") if figure is None else figure_html(figure)
+        return markup("{table}{figure}", table=markdown_html(self.table()), figure=shown)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.path)!r})"
 
 
-def figure_html(figure: Figure) -> str:
+def figure_html(figure: Figure) -> Html:
     """The figure as an inline PNG <img> (no file, no outside resource)."""
+    from fmm_fast.report.pages.markup import markup
+
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=100)
     data = base64.b64encode(buffer.getvalue()).decode("ascii")
-    return f'<img src="data:image/png;base64,{data}" alt="figure">'
+    return markup('<img src="data:image/png;base64,{data}" alt="figure">', data=data)
 
 
 class Evaluation(RunResult):

@@ -18,6 +18,7 @@ from fmm_fast.measures.registry import PAPER_BEAM
 from fmm_fast.protocols.curve_stats import converged
 from fmm_fast.protocols.masf.statistic import IN_DISTRIBUTION_LEVEL
 from fmm_fast.report.aggregate import Estimate
+from fmm_fast.report.identity import count_once, run_identity
 from fmm_fast.report.load import load_result
 from fmm_fast.report.order import CANONICAL_STRATEGIES
 from fmm_fast.report.tables import markdown_table
@@ -36,13 +37,19 @@ def _percent(value: float) -> str:
     return "n/a" if math.isnan(value) else f"{100 * value:.1f}"
 
 
+def _seed_records(paths: list[Path]) -> list[dict]:
+    """The records of one run per seed, a folder that holds a copy of another seed's run counted once (with
+    a warning: report.identity)."""
+    return [read_record(path) for path in count_once(paths, lambda p: run_identity(p, None, ()), str)]
+
+
 def performance_table(study: Study) -> str:
     """(a) test metric at 0/50/100% masking per strategy and dataset vs the majority baseline (run.json)."""
     rows = []
     for plan in study.scale.datasets:
         for strategy in CANONICAL_STRATEGIES:
             runs = [study.train_dir(plan.dataset, strategy, s) / "run.json" for s in study.scale.seeds]
-            records = [read_record(path) for path in runs]
+            records = _seed_records(runs)
             metric = records[0]["dataset"]["metric"]
             at = {key: Estimate.of(r["test"][key][metric] for r in records) for key in TRAIN_RATIO_KEYS}
             majority = statistics.fmean(r["majority_metrics"][metric] for r in records)
@@ -88,7 +95,7 @@ def masf_table(study: Study) -> str:
     were in distribution."""
     rows = []
     for plan in study.scale.datasets:
-        records = [read_record(study.masf_dir(plan.dataset, s) / "masf.json") for s in study.scale.seeds]
+        records = _seed_records([study.masf_dir(plan.dataset, s) / "masf.json" for s in study.scale.seeds])
         for strategy in MASF_STRATEGIES:
             for method in MASF_CALIBRATIONS:
                 models = [
@@ -164,7 +171,8 @@ def supporting_table(study: Study) -> str:
         seeds = converged_seeds(study, plan)
         header += [f"{plan.dataset} k={k} (n={len(seeds)})" for k in ks]
         header += [f"token-F1 k={k}" for k in ks] + [f"IOU k={k}" for k in ks] + ["AUPRC"]
-        records = [read_record(study.supporting_file(plan.dataset, s))["measures"] for s in seeds]
+        files = [study.supporting_file(plan.dataset, s) for s in seeds]
+        records = [record["measures"] for record in _seed_records(files)]
         for measure, _ in study.supporting_plan(plan):
             cells[measure] += [_mean_cell([r[measure] for r in records], "overlap", k) for k in ks]
             cells[measure] += _plausibility_cells([r[measure] for r in records], ks)

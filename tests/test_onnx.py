@@ -440,6 +440,32 @@ def test_optimized_graph_is_cached_by_the_models_content(roberta_onnx, tmp_path)
     np.testing.assert_allclose(again.forward(input_ids, attention_mask).logits, expected, atol=1e-5)
 
 
+def test_a_cached_graph_put_in_place_of_another_is_written_again(roberta_onnx, tmp_path, capfd) -> None:
+    """Another model's cached graph copied over this model's cache: checked against the digest noted when
+    it was written, written again with one warning line; the model's own logits come out."""
+    paths = [tmp_path / name / "model.onnx" for name in ("a", "b")]
+    other = onnx.load(str(roberta_onnx[0]))
+    for initializer in other.graph.initializer:
+        if initializer.data_type == onnx.TensorProto.FLOAT:
+            values = numpy_helper.to_array(initializer)
+            initializer.CopyFrom(numpy_helper.from_array(values * 1.5 + 0.01, initializer.name))
+    paths[0].parent.mkdir()
+    paths[0].write_bytes(roberta_onnx[0].read_bytes())
+    paths[1].parent.mkdir()
+    onnx.save(other, str(paths[1]))
+    backends = [OnnxBackend.from_file(path, provider="cpu", threads=1) for path in paths]
+    input_ids, attention_mask = pad_batch([np.arange(3, 12)], backends[0].info.pad_id)
+    logits = [backend.forward(input_ids, attention_mask).logits for backend in backends]
+    assert not np.allclose(logits[0], logits[1])
+    [own], [foreign] = (list(path.parent.glob("model.logits.opt-cpu-*.onnx")) for path in paths)
+    own.write_bytes(foreign.read_bytes())  # a valid graph, of the other model
+    capfd.readouterr()
+    again = OnnxBackend.from_file(paths[0], provider="cpu", threads=1)
+    np.testing.assert_allclose(again.forward(input_ids, attention_mask).logits, logits[0], atol=1e-5)
+    warnings = capfd.readouterr().err.splitlines()
+    assert len(warnings) == 1 and "writing it again" in warnings[0], warnings
+
+
 def test_embedding_rows_are_found_in_plain_and_fused_graphs(bert_checkpoint, bert_onnx, tmp_path) -> None:
     plain = onnx.load(str(bert_onnx[0]))
     assert bert_onnx[1]["graph"] == "plain" and _embedding_rows(plain) == 30522

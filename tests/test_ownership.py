@@ -238,3 +238,92 @@ def test_a_failed_run_into_a_new_directory_leaves_nothing(done, tmp_path, capfd)
     _assert_one_line_and_nothing_changed(argv.split(), [tmp_path], capfd, "does not exist")
     assert not out.exists()
     assert _snapshot(tmp_path) == {}
+
+
+def test_evaluate_replaces_a_link_at_its_output_and_keeps_the_target(done, tmp_path, capfd):
+    """A symbolic link planted where evaluate writes curves.csv/curves.png: the rerun replaces the link
+    itself; the file it pointed to is never written."""
+    _, paths = done
+    out = tmp_path / "e"
+    shutil.copytree(paths["eval"], out)
+    for name in ("curves.csv", "curves.png"):
+        (tmp_path / f"precious-{name}").write_text("years of work")
+        (out / name).unlink()
+        (out / name).symlink_to(tmp_path / f"precious-{name}")
+    argv = f"evaluate --model {paths['onnx']} {paths['babi']} --limit 3 --measure loo-abs --quiet --out {out}"
+    assert main(argv.split()) == 0, capfd.readouterr().err
+    for name in ("curves.csv", "curves.png"):
+        assert (tmp_path / f"precious-{name}").read_text() == "years of work"
+        assert not (out / name).is_symlink() and (out / name).stat().st_size > 0
+    # a seed folder that leads out of OUT through a link: refused with one line, the target untouched
+    (tmp_path / "elsewhere").mkdir()
+    shutil.move(out / "seed-0", tmp_path / "elsewhere" / "seed-0")
+    (out / "seed-0").symlink_to(tmp_path / "elsewhere" / "seed-0", target_is_directory=True)
+    (out / "curves.csv").unlink()  # so that the rerun writes again
+    expected = "is a symbolic link out of the output"
+    _assert_one_line_and_nothing_changed(argv.split(), [tmp_path], capfd, expected)
+
+
+def test_a_report_never_overwrites_a_file_it_did_not_write(done, tmp_path, capfd):
+    """A report into a folder holding a report of the same inputs (or, with --overwrite, of others) and a
+    user's files named like the ones this report writes: refused with one line, every file unchanged."""
+    _, paths = done
+    out = tmp_path / "report"
+    assert main(["report", paths["aopc"], "--out", str(out)]) == 0  # peer-metrics.md only
+    for name in ("report.html", "report.json"):
+        (out / name).write_text("the user's")
+    capfd.readouterr()
+    for argv, expected in (
+        (["report", paths["aopc"], "--out", str(out), "--html"], "report.html"),  # the same inputs
+        (["report", paths["eval"], "--out", str(out), "--overwrite"], "report.json"),
+    ):
+        _assert_one_line_and_nothing_changed(argv, [tmp_path], capfd, expected)
+
+
+def test_roar_overwrite_removes_only_its_own_files_at_every_level(done, tmp_path, capfd):
+    """roar --overwrite with other settings: a user's file in OUT/seed-S/ or OUT/seed-S/MEASURE/ stops it
+    (one line, nothing removed); without them only what the run wrote goes."""
+    _, paths = done
+    out = tmp_path / "r"
+    line = f"roar {paths['babi']} --steps 1 --no-erasure --quiet --out {out}"
+    assert main(f"{line} --epochs 1".split()) == 0, capfd.readouterr().err
+    capfd.readouterr()
+    argv = f"{line} --epochs 2 --overwrite".split()
+    for inside in ("seed-0/notes.txt", "seed-0/rand/notes.txt", "seed-0/rand/step-100/notes.txt"):
+        (out / inside).write_text("the user's")
+        _assert_one_line_and_nothing_changed(argv, [tmp_path], capfd, f"{inside}")
+        (out / inside).unlink()
+    (out / "notes.txt").write_text("the user's, beside the run")
+    assert main(argv) == 0, capfd.readouterr().err
+    assert (out / "notes.txt").read_text() == "the user's, beside the run"
+    assert read_record(out / RUN_MARKER)["fields"]["epochs"] == 2
+
+
+def test_a_copied_or_linked_run_is_counted_once_in_every_protocol(done, tmp_path, capfd):
+    """The same run given twice (a copied folder, a symbolic link to it) is one seed, with one warning line;
+    a run of another seed is still a second one."""
+    _, paths = done
+    root = tmp_path / "runs"
+    root.mkdir()
+    masf = root / "masf"
+    assert main(f"masf --model {paths['onnx']} {paths['babi']} --quiet --out {masf}".split()) == 0
+    for name in ("eval", "aopc"):
+        shutil.copytree(paths[name], root / f"{name}-copy")
+        (root / f"{name}-link").symlink_to(paths[name], target_is_directory=True)
+    shutil.copytree(masf, root / "masf-copy")
+    capfd.readouterr()
+    out = tmp_path / "report"
+    assert main(["report", paths["eval"], paths["aopc"], str(root), "--out", str(out)]) == 0
+    err = capfd.readouterr().err
+    warnings = [line for line in err.splitlines() if "counted once" in line]
+    assert len(warnings) == 3, err  # one per protocol: evaluations, peer metrics, MaSF
+    assert "; 1 seed(s)," in (out / "peer-metrics.md").read_text()
+    assert len(read_record(out / "report.json")["files"]) == 1  # the evaluation, not its copy
+    masf_rows = [line for line in (out / "masf.md").read_text().splitlines() if line.startswith("| ")]
+    assert len(masf_rows) == 2  # the header and the one model (not one per copy)
+    aopc_seed_1 = tmp_path / "aopc-seed-1"
+    argv = f"aopc --model {paths['onnx']} {paths['babi']} --limit 3 --measure rand --seed 1 --quiet"
+    assert main([*argv.split(), "--out", str(aopc_seed_1)]) == 0
+    out = tmp_path / "report-2"
+    assert main(["report", paths["aopc"], str(root / "aopc-copy"), str(aopc_seed_1), "--out", str(out)]) == 0
+    assert "; 2 seed(s)," in (out / "peer-metrics.md").read_text()

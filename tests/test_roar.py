@@ -225,6 +225,48 @@ def roar_flags(root: Path) -> list[str]:
             "8", "--layers", "1", "--width", "32", "--device", "cpu", "--quiet", "--no-erasure"]  # fmt: skip
 
 
+def test_a_reused_step_file_is_checked_against_its_record(recursive_run, tmp_path, capfd) -> None:
+    """A swapped, truncated, empty or missing dataset.npz of a finished step is recomputed with one warning
+    line each, to the dataset its record names; a changed step model is refused with one line."""
+    settings, reference, expected = recursive_run
+    out = tmp_path / "out"
+    shutil.copytree(reference, out)
+    seed = out / "seed-0"
+    damaged = {
+        "grad-l2/step-033": lambda path: shutil.copy(seed / "loo-abs/step-033/dataset.npz", path),  # swapped
+        "loo-abs/step-033": lambda path: path.write_bytes(path.read_bytes()[: path.stat().st_size // 2]),
+        "rand/step-067": lambda path: path.write_bytes(b""),
+        "rand/step-033": lambda path: path.unlink(),
+    }
+    for step, damage in damaged.items():
+        damage(seed / step / "dataset.npz")
+    capfd.readouterr()
+    result = RoarRun(settings, out, progress=False).run()
+    assert stable(result) == stable(expected)
+    warnings = capfd.readouterr().err.splitlines()
+    assert len(warnings) == len(damaged) and all("; recomputing it" in line for line in warnings), warnings
+    for step in damaged:
+        restored, original = (load_arrays(d / "seed-0" / step / "dataset.npz") for d in (out, reference))
+        for name in SPLIT_NAMES:
+            assert [ids.tolist() for ids in restored[name]] == [ids.tolist() for ids in original[name]]
+    record = read_record(seed / "rand/step-033/record.json")
+    config = out / record["model"]["path"] / "config.json"
+    config.write_text(config.read_text().replace("{", '{"swapped": 1, ', 1))
+    with pytest.raises(UserError, match="is not the model its step trained"):
+        RoarRun(settings, out, progress=False).run()
+
+
+def test_a_rerun_without_erasure_records_the_erasure_the_folder_holds(recursive_run, tmp_path) -> None:
+    settings, reference, _ = recursive_run
+    out = tmp_path / "out"
+    shutil.copytree(reference, out)
+    RoarRun(replace(settings, erasure=True), out, progress=False).run()
+    result = RoarRun(settings, out, progress=False).run()  # --no-erasure, into the finished run
+    assert result["arguments"]["erasure"] is True and result["complete"] is True
+    assert result["seeds"]["0"]["erasure"] == "seed-0/erasure/result.json"
+    assert read_record(out / "result.json")["arguments"]["erasure"] is True
+
+
 def test_a_killed_run_resumes_to_the_uninterrupted_result(tmp_path) -> None:
     env = environment(tmp_path)
     flags = roar_flags(tmp_path)

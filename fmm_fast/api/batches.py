@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -20,6 +19,7 @@ from fmm_fast.core.errors import UserError
 from fmm_fast.core.reading import READ_ERRORS, LineError, json_lines, shape_error
 from fmm_fast.core.records import dumps_record, restore_non_finite
 from fmm_fast.core.settings import DEFAULT_EXPLAIN_BATCH_ROWS
+from fmm_fast.core.writing import replacing
 from fmm_fast.data.tokenization import encode_texts
 from fmm_fast.measures.base import ExplainBatch, Measure
 from fmm_fast.measures.spec import MeasureSpec, resolve_measure
@@ -255,14 +255,11 @@ def _label_index(label: str | int, names: list[str]) -> int:
 
 def save_explanations(path: Path, explanations: list[Explanation]) -> None:
     """One JSON object per line and measure, in example order, each example's measures in the order given
-    (non-finite scores follow the run records' NaN policy); atomic (a temporary file renamed over
-    `path`), so a killed run leaves no half-written file."""
-    path = Path(path)
-    temporary = path.with_name(f".{path.name}.tmp")
-    with temporary.open("w") as handle:
+    (non-finite scores follow the run records' NaN policy); written through core.writing (atomic, so a
+    killed run leaves no half-written file, and never through a link)."""
+    with replacing(path) as staged, staged.open("w", encoding="utf-8") as handle:
         for item in sorted(explanations, key=lambda e: e.index):  # stable: measures keep their order
             handle.write(dumps_record(asdict(item), indent=None))
-    os.replace(temporary, path)
 
 
 # The fields of a line of `save_explanations` and their types; "?": absent in files written before it.

@@ -38,6 +38,7 @@ from fmm_fast.core.settings import (
     EngineOptions,
     EvaluationSettings,
 )
+from fmm_fast.core.writing import replacing
 from fmm_fast.data.base import TextDataset
 from fmm_fast.data.options import DataOptions, open_split
 from fmm_fast.distributed.runtime import ScaleOptions, check_scale_out, check_worker_precision
@@ -180,7 +181,7 @@ def _curve_rows(record: dict) -> list[dict]:
 def _write_csv(path: Path, rows: list[dict]) -> None:
     if not rows:
         raise UserError("no curves were computed")
-    with path.open("w", newline="") as handle:
+    with replacing(path) as staged, staged.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 
 from fmm_fast.core.digest import cache_directory
 from fmm_fast.core.errors import UserError
+from fmm_fast.core.writing import write_text
 from fmm_fast.data.options import DataOptions
 
 # the columns a dataset given as Python data is read by, where no --text-field etc. names others
@@ -88,9 +88,7 @@ def dataset_fields(
     path = cache_directory() / "data" / f"data-{hashlib.sha256(text_lines.encode()).hexdigest()[:12]}.jsonl"
     if not path.is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        temporary.write_text(text_lines, encoding="utf-8")
-        temporary.replace(path)
+        write_text(path, text_lines)
     return str(path), text, pair, label
 
 

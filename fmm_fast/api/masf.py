@@ -20,6 +20,7 @@ from fmm_fast.core.progress import progress_bar
 from fmm_fast.core.reading import read_state
 from fmm_fast.core.records import write_record
 from fmm_fast.core.settings import DEFAULT_FIDELITY_SAMPLE, BackendOptions, EngineOptions, MasfSettings
+from fmm_fast.core.writing import replacing
 from fmm_fast.data.options import DataOptions
 from fmm_fast.distributed.runtime import ScaleOptions, check_scale_out, check_worker_precision
 from fmm_fast.protocols.masf.reduction import DEFAULT_SPLIT_COMPONENTS
@@ -153,7 +154,7 @@ def _unique_label(label: str, taken: dict) -> str:
 
 
 def _write_p_values(path: Path, results: dict) -> None:
-    with path.open("w", newline="") as handle:
+    with replacing(path) as staged, staged.open("w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["model", "ratio", "example", "p_value"])
         for label, result in results.items():

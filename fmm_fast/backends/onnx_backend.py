@@ -4,12 +4,12 @@ The file is self-describing: ModelInfo, tokenizer and verification report come f
 sessions run graph optimisation ORT_ENABLE_ALL; the optimised graphs are cached next to the model
 (`<stem>.logits.opt-<provider>-ort<version>-<sha256 prefix>.onnx` for the logits-only cut, `<stem>.opt-...`
 for the whole graph), keyed by the model's content digest: a model replaced at the same path, whatever its
-modification time, never runs an old model's graph.
+modification time, never runs an old model's graph. Each cache's own sha256 is noted beside it
+(`<cache>.sha256`) when it is written: a cache whose content differs from it is written again.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable
 from dataclasses import replace
@@ -25,6 +25,7 @@ from fmm_fast.core.digest import content_sha256
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.records import loads_record
 from fmm_fast.core.threads import compute_threads
+from fmm_fast.core.writing import replacing, write_text
 from fmm_fast.export.onnx_format import (
     FORMAT_VERSION,
     INPUT_NAMES,
@@ -297,23 +298,38 @@ def _session_source(
     kind = ".logits" if logits_only else ""
     digest = content_sha256(path)[:CACHE_DIGEST_CHARS]
     cache = path.with_name(f"{path.stem}{kind}.opt-{key}-ort{ort.__version__}-{digest}.onnx")
+    written = cache.with_name(f"{cache.name}.sha256")  # the cache's own digest, as it was written
     if cache.is_file() and not rebuild:
-        return str(cache)
+        if _cache_holds(cache, written):
+            return str(cache)
+        print(
+            f"fmm-fast: warning: {cache} is not the graph fmm-fast cached (its content differs from "
+            f"{written.name}, or that is missing); writing it again",
+            file=sys.stderr,
+        )
     source = _logits_only_graph(path) if logits_only else str(path)
     if key not in CACHED_PROVIDERS:
         return source
-    staged = cache.with_name(f".{cache.stem}.{os.getpid()}.tmp.onnx")  # ORT picks the format by suffix
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
-    options.optimized_model_filepath = str(staged)
     options.log_severity_level = 3
     try:
-        ort.InferenceSession(source, options, providers=chain)
-        os.replace(staged, cache)
+        with replacing(cache, ".onnx") as staged:  # ORT picks the format by suffix
+            options.optimized_model_filepath = str(staged)
+            ort.InferenceSession(source, options, providers=chain)
+        write_text(written, content_sha256(cache))
     except (OSError, *_ort_errors()):  # read-only folder, or ORT could not write it: run the model itself
-        staged.unlink(missing_ok=True)
         return source
     return str(cache)
+
+
+def _cache_holds(cache: Path, written: Path) -> bool:
+    """Whether the cached graph is the one written (its sha256 is the one noted beside it when written):
+    a file put in its place (another model's cache, a copy) is not run."""
+    try:
+        return written.read_text(encoding="utf-8").strip() == content_sha256(cache)
+    except (OSError, UnicodeDecodeError, UserError):
+        return False
 
 
 def _logits_only_graph(path: Path) -> bytes:

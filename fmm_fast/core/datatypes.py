@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from fmm_fast.core.reading import shape_error
+from fmm_fast.core.writing import replacing
 
 
 @dataclass
@@ -139,7 +140,8 @@ def save_ragged(path, arrays: list[np.ndarray], **extra: np.ndarray) -> None:
     """Store ragged 1-D arrays as one concatenated array plus offsets (.npz)."""
     lengths = np.asarray([len(a) for a in arrays], dtype=np.int64)
     values = np.concatenate(arrays) if arrays else np.empty(0, dtype=np.int64)
-    np.savez_compressed(path, values=values, offsets=np.concatenate([[0], np.cumsum(lengths)]), **extra)
+    with replacing(path, ".npz") as staged:  # np.savez adds .npz to a name without it
+        np.savez_compressed(staged, values=values, offsets=np.concatenate([[0], np.cumsum(lengths)]), **extra)
 
 
 def load_ragged(path) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:

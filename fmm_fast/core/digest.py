@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from fmm_fast.core.errors import UserError
+from fmm_fast.core.writing import write_text
 
 CACHE_FILE = "sha256.json"
 _CHUNK = 1 << 20
@@ -45,9 +46,7 @@ def _write_cache(path: Path, cache: dict[str, list]) -> None:
     """Atomic and best effort: a cache that cannot be written only costs time."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        temporary.write_text(json.dumps(cache))
-        os.replace(temporary, path)
+        write_text(path, json.dumps(cache))
     except OSError:
         pass
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 import shutil
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -33,11 +34,12 @@ from typing import IO, Any
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.reading import read_checked, shape_error
 from fmm_fast.core.records import ensure_writable, write_record
+from fmm_fast.core.writing import is_staging, writing_into
 
 RUN_MARKER = ".fmm-fast-run.json"
 LOCK_NAME = ".fmm-fast.lock"
 MARKER_SHAPE = {"kind": str, "fields": dict}  # "files" ([str]) is absent from markers of older versions
-_OWN = (RUN_MARKER, LOCK_NAME, f".{RUN_MARKER}.tmp")  # the marker, the lock, a marker half-written
+_OWN = (RUN_MARKER, LOCK_NAME)  # the marker and the lock (and a marker half-written: see _occupants)
 
 
 @contextmanager
@@ -65,7 +67,8 @@ def output_lock(path: Path, file: bool = False) -> Iterator[None]:
                 "or choose another --out"
             ) from None
         try:
-            yield
+            with writing_into(path.parent if file else path):
+                yield
         except BaseException:
             if file and not path.exists():  # nothing written: leave no lock file behind either
                 lock_path.unlink(missing_ok=True)
@@ -113,7 +116,9 @@ def _short(value: Any) -> str:
 
 def _occupants(directory: Path) -> list[str]:
     """The entries of `directory` besides its marker and lock."""
-    return sorted(e.name for e in directory.iterdir() if e.name not in _OWN)
+    return sorted(
+        e.name for e in directory.iterdir() if e.name not in _OWN and not is_staging(e.name, RUN_MARKER)
+    )
 
 
 def _listing(names: Sequence[str]) -> str:
@@ -138,6 +143,7 @@ def check_directory(
         raise UserError(f"output path {directory} is a file; choose a directory")
     if not directory.is_dir() or not _occupants(directory):
         return True
+    _check_links(directory)
     marker = read_marker(directory)
     if marker is None:
         advice = "; --overwrite replaces only what an fmm-fast run wrote: move them yourself"
@@ -162,16 +168,38 @@ def check_directory(
     )
 
 
-def _check_removable(directory: Path, marker: dict[str, Any]) -> None:
-    """UserError when a run that --overwrite would remove (a listed directory with its own marker, e.g.
-    OUT/seed-S) holds entries its marker does not list: they would outlive it inside the new run's place,
-    so nothing is removed until the user moves them."""
-    foreign = []
+def _foreign(directory: Path, marker: dict[str, Any], prefix: str = "") -> list[str]:
+    """The entries, at any depth, of the listed directories with markers of their own (OUT/seed-S,
+    OUT/seed-S/MEASURE, ...) that their markers do not list, as paths relative to `directory`."""
+    found = []
     for name in marker.get("files", []):
         inner = read_marker(directory / name) if (directory / name).is_dir() else None
         if inner is not None:
-            own = _with_staging(inner.get("files", []))
-            foreign += [f"{name}/{entry}" for entry in _occupants(directory / name) if entry not in own]
+            own = inner.get("files", [])
+            found += [f"{prefix}{name}/{e}" for e in _occupants(directory / name) if not _owned(e, own)]
+            found += _foreign(directory / name, inner, f"{prefix}{name}/")
+    return found
+
+
+def _check_links(directory: Path) -> None:
+    """UserError when an entry of `directory` is a symbolic link to a folder outside it: the run would
+    write through it into that folder (a link to a file is replaced, never followed: core.writing)."""
+    real = Path(os.path.realpath(directory))
+    for name in _occupants(directory):
+        entry = directory / name
+        target = Path(os.path.realpath(entry))
+        if entry.is_symlink() and target.is_dir() and real not in target.parents:
+            raise UserError(
+                f"{entry} is a symbolic link out of the output {directory} (to {target}); fmm-fast writes "
+                "only inside its --out: remove the link, or choose another --out"
+            )
+
+
+def _check_removable(directory: Path, marker: dict[str, Any]) -> None:
+    """UserError when a run that --overwrite would remove (a listed directory with its own marker, e.g.
+    OUT/seed-S, or one inside it) holds entries its marker does not list: they would outlive it inside the
+    new run's place, so nothing is removed until the user moves them."""
+    foreign = _foreign(directory, marker)
     if foreign:
         raise UserError(
             f"--overwrite would replace the runs in {directory}, but they hold files fmm-fast did not write "
@@ -190,15 +218,54 @@ def claim_directory(
     --overwrite replaces it, and write the marker, which lists `files` (the entries this run writes there)
     besides those an earlier claim of this same run listed. Call it while holding `output_lock(directory)`.
     """
-    marker = None
-    if check_directory(directory, kind, fields, overwrite):
-        marker = read_marker(directory) if directory.is_dir() else None
-    else:
+    keep = check_directory(directory, kind, fields, overwrite)
+    marker = read_marker(directory) if directory.is_dir() else None
+    _check_unlisted(directory, marker, files)
+    if not keep:
         remove_owned(directory, files)
+        marker = None
     listed = list(dict.fromkeys([*(marker or {}).get("files", []), *files]))
     wanted = {"kind": kind, "fields": as_recorded(fields), "files": listed}
     if marker != wanted:
         write_record(ensure_writable(directory) / RUN_MARKER, wanted)
+
+
+def _check_unlisted(directory: Path, marker: dict[str, Any] | None, files: Sequence[str]) -> None:
+    """UserError when an entry this run writes already exists in `directory` but its marker does not list
+    it (a user's report.html beside an earlier report that wrote none): fmm-fast did not write it, so it
+    is neither replaced nor removed. A marker of an older version lists nothing: its entries are the run's.
+    """
+    if marker is None or "files" not in marker:
+        return
+    unlisted = [n for n in files if n not in marker["files"] and os.path.lexists(directory / n)]
+    if unlisted:
+        raise UserError(
+            f"{directory} holds files fmm-fast did not write where this run writes ({_listing(unlisted)}); "
+            "move them out, or choose a new --out"
+        )
+
+
+def claim_part(directory: Path, kind: str, fields: dict[str, Any], files: Sequence[str]) -> None:
+    """Claim `directory`, an entry that the marker of its parent (claimed by this run) lists, for the part
+    of the run written there (a seed, a measure, a step of roar), listing `files`: as claim_directory, so
+    --overwrite of the parent removes only what each level lists. A directory that an older version wrote
+    without a marker of its own is the run's already (the parent's marker lists it): it gets one."""
+    if directory.is_dir() and read_marker(directory) is None and _occupants(directory):
+        write_record(directory / RUN_MARKER, {"kind": kind, "fields": as_recorded(fields), "files": [*files]})
+    else:
+        claim_directory(directory, kind, fields, files=files)
+
+
+def list_files(directory: Path, files: Sequence[str]) -> None:
+    """Add `files` to the entries the marker of `directory` (claimed by this run, or by the step it took
+    over, e.g. roar's step-0 training) lists, before they are written."""
+    marker = read_marker(directory)
+    if marker is None:
+        raise ValueError(f"{directory} has no run marker: claim it before listing its files")
+    _check_unlisted(directory, marker, files)
+    listed = list(dict.fromkeys([*marker.get("files", []), *files]))
+    if listed != marker.get("files"):
+        write_record(directory / RUN_MARKER, {**marker, "files": listed})
 
 
 def finish_run(directory: Path) -> None:
@@ -230,9 +297,11 @@ def remove_owned(directory: Path, files: Sequence[str] = ()) -> None:
     entries `files` of the run replacing it, which the same command writes), and the marker. A listed
     directory with a marker of its own loses only what that marker lists, and goes when it is then empty;
     one without is fmm-fast's whole (state/, model/). Nothing unlisted is touched."""
+    if not directory.is_dir():
+        return
     marker = read_marker(directory) or {}
-    for name in _with_staging(marker.get("files", files)):
-        entry = directory / name
+    listed = marker.get("files", files)
+    for entry in [e for e in directory.iterdir() if _owned(e.name, listed)]:
         if entry.is_dir() and not entry.is_symlink():
             if (entry / RUN_MARKER).is_file():
                 remove_owned(entry)
@@ -245,9 +314,10 @@ def remove_owned(directory: Path, files: Sequence[str] = ()) -> None:
     (directory / RUN_MARKER).unlink(missing_ok=True)
 
 
-def _with_staging(names: Sequence[str]) -> set[str]:
-    """The names and their staging files (`.NAME.tmp`, what write_record leaves when killed mid-write)."""
-    return {*names, *(f".{name}.tmp" for name in [*names, RUN_MARKER])}
+def _owned(entry: str, names: Sequence[str]) -> bool:
+    """Whether directory entry `entry` is one of `names` or a staging file of one of them or of the marker
+    (what core.writing leaves when killed mid-write)."""
+    return entry in names or any(is_staging(entry, name) for name in [*names, RUN_MARKER])
 
 
 def as_recorded(fields: dict[str, Any]) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from fmm_fast import __version__
 from fmm_fast.core.errors import UserError
+from fmm_fast.core.writing import write_text
 
 if TYPE_CHECKING:
     from fmm_fast.backends.loading import LoadedModel
@@ -142,12 +143,9 @@ def _unescape(token: str) -> str:
 
 
 def write_record(path: str | Path, record: dict[str, Any]) -> None:
-    """Write a run record (see `dumps_record`); atomic (a temporary file renamed over `path`), so readers
-    never see half a record."""
-    path = Path(path)
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(dumps_record(record), encoding="utf-8")
-    os.replace(temporary, path)
+    """Write a run record (see `dumps_record`) through core.writing (atomic, never through a link), so
+    readers never see half a record."""
+    write_text(path, dumps_record(record))
 
 
 def read_record(path: str | Path) -> dict[str, Any]:

@@ -18,6 +18,7 @@ import numpy as np
 from fmm_fast.api import predict_and_explain
 from fmm_fast.backends.engine import MaskBatchEngine
 from fmm_fast.core.datatypes import EncodedSplit
+from fmm_fast.core.writing import write_bytes
 from fmm_fast.measures.spec import MeasureSpec
 from fmm_fast.protocols.erasure import erasure_steps, fully_masked, masked_positions
 
@@ -45,7 +46,7 @@ class ModelFile:
 
         folder = Path(tempfile.mkdtemp(prefix="fmm-fast-model-"))
         copy = folder / path.name
-        copy.write_bytes(ray.get(self.bytes_ref[0]))
+        write_bytes(copy, ray.get(self.bytes_ref[0]))
         return copy
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import tempfile
 import warnings
 from collections.abc import Iterator
@@ -32,6 +31,7 @@ from torch import nn
 from fmm_fast.core.datatypes import ModelInfo, pad_batch, trained_in, unpad
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.records import dumps_record
+from fmm_fast.core.writing import replacing
 from fmm_fast.data.local import display_name
 from fmm_fast.export.onnx_format import (
     FORMAT_VERSION,
@@ -436,9 +436,8 @@ def _write_with_metadata(
             METADATA_FORMAT_VERSION: FORMAT_VERSION,
         },
     )
-    staged = source.with_name("final.onnx")
-    onnx.save(model, str(staged))
-    os.replace(staged, out_path)
+    with replacing(out_path, ".onnx") as staged:
+        onnx.save(model, str(staged))
 
 
 def format_report(report: dict, out_path: str | Path) -> list[str]:

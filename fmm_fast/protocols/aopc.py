@@ -29,6 +29,7 @@ from fmm_fast.core.outputs import claim_directory, finish_run
 from fmm_fast.core.reading import read_state
 from fmm_fast.core.records import split_run_header, versions, write_record
 from fmm_fast.core.settings import AopcSettings
+from fmm_fast.core.writing import replacing
 from fmm_fast.data.base import TextDataset
 from fmm_fast.measures.base import Measure
 from fmm_fast.measures.external import ExternalExplanation
@@ -165,6 +166,7 @@ def run_peer_evaluation(
     _write_examples(run_dir / PEER_FILE, per_measure)
     record = {
         **split_run_header(RECORD_KIND, settings, loaded, dataset, split),
+        "fingerprint": settings.fingerprint(),  # what decides its numbers: report counts equal runs once
         "protocol": "aopc",
         "n_examples": len(split),
         **summary,
@@ -214,7 +216,7 @@ def _summary(
 
 def _write_examples(path: Path, per_measure: dict[str, tuple[list[PeerScores], dict]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as handle:
+    with replacing(path) as staged, staged.open("w", encoding="utf-8") as handle:
         for name, (results, _) in per_measure.items():
             for index, result in enumerate(results):
                 handle.write(json.dumps({"measure": name, "index": index, **result.to_json()}) + "\n")

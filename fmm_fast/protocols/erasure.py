@@ -484,6 +484,7 @@ def evaluation_record(
     cut of `encoded`), and erasure_result's curves and scores."""
     return {
         **split_run_header(RUN_KIND, settings, loaded, dataset, encoded),
+        "fingerprint": settings.fingerprint(),  # what decides its numbers: report counts equal runs once
         **result,
         "engine": engine,
         "versions": versions(),

@@ -17,6 +17,7 @@ from fmm_fast.core.errors import UserError
 from fmm_fast.core.records import read_record
 from fmm_fast.data.local import display_name
 from fmm_fast.protocols.curve_stats import acu_racu_against_baseline
+from fmm_fast.report.identity import distinct_evaluations, distinct_roar
 from fmm_fast.report.order import BASELINE_MEASURE, measure_sort_key
 
 RESULT_FILE = "result.json"
@@ -439,6 +440,7 @@ def read_results(dirs: Sequence[Path]) -> Results:
             f"no evaluation or ROAR result.json found under {where}{other}; run `fmm-fast evaluate` or "
             "`fmm-fast roar` first or pass the directories they wrote to"
         )
+    evaluations, roar = distinct_evaluations(evaluations), distinct_roar(roar)  # copies count once
     roar = [_attach_erasures(run, evaluations) for run in roar]
     held = {path for run in roar for path in run.erasure_paths}
     return Results([r for p, r in evaluations.items() if p not in held], roar, ignored)

@@ -11,7 +11,9 @@ from pathlib import Path
 
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.records import read_record
+from fmm_fast.core.writing import write_text
 from fmm_fast.protocols.masf.statistic import IN_DISTRIBUTION_LEVEL
+from fmm_fast.report.identity import count_once, run_identity
 from fmm_fast.report.plots import plot_p_values
 from fmm_fast.report.tables import markdown_table
 
@@ -29,11 +31,10 @@ def find_masf_files(dirs: Sequence[Path]) -> list[Path]:
 
 def load_masf_curves(dirs: Sequence[Path]) -> dict[str, dict]:
     """label -> {"per_ratio": per-ratio summaries ({"ratio", "simes", "in_distribution", ...}),
-    "calibration": its method and p-value floor} of every model of every masf.json under `dirs`; labels
-    name the run's folder when there are several runs."""
-    files = find_masf_files(dirs)
-    curves = {}
-    for path in files:
+    "calibration": its method and p-value floor} of every model of every masf.json under `dirs` (each
+    run once: report.identity); labels name the run's folder when there are several runs."""
+    read = []
+    for path in find_masf_files(dirs):
         try:
             models = read_record(path)["models"]
             runs = {
@@ -42,6 +43,11 @@ def load_masf_curves(dirs: Sequence[Path]) -> dict[str, dict]:
             }
         except (OSError, ValueError, LookupError, TypeError, AttributeError) as error:
             raise UserError(f"malformed MaSF result {path} ({error}); rerun `fmm-fast masf` for it") from None
+        read.append((path, runs))
+    read = count_once(read, lambda item: run_identity(item[0], None, item[1]), lambda item: item[0])
+    files = [path for path, _ in read]
+    curves = {}
+    for path, runs in read:
         for label, run in runs.items():
             curves[f"{path.parent.name}: {label}" if len(files) > 1 else label] = run
     return curves
@@ -85,7 +91,7 @@ def render_masf_markdown(curves: dict[str, dict]) -> str:
 def write_masf(curves: dict[str, dict], out: Path) -> str:
     """Write OUT/masf.md and OUT/masf.png of `curves` (load_masf_curves'); returns the table."""
     text = render_masf_markdown(curves)
-    (out / MASF_TABLE).write_text(text, encoding="utf-8")
+    write_text(out / MASF_TABLE, text)
     plot_p_values(
         {
             label: ([e["ratio"] for e in c["per_ratio"]], [e["simes"] for e in c["per_ratio"]])

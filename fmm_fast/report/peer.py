@@ -18,6 +18,7 @@ from fmm_fast.core.records import read_record
 from fmm_fast.data.local import display_name
 from fmm_fast.protocols.aopc import RECORD_KIND, SUMMARIES, summary_cell
 from fmm_fast.protocols.curve_stats import bootstrap_ci, format_ci
+from fmm_fast.report.identity import count_once, run_identity
 from fmm_fast.report.load import find_result_files, load_run
 from fmm_fast.report.order import measure_sort_key
 from fmm_fast.report.tables import markdown_table
@@ -39,8 +40,8 @@ PEER_RECORD = {
 
 
 def load_peer_records(dirs: Sequence[Path]) -> list[dict]:
-    """Every peer-metrics result.json under `dirs`, each with its "path" added; UserError naming a file
-    that is damaged or of the wrong shape."""
+    """Every peer-metrics result.json under `dirs`, each with its "path" added, each run once (see
+    report.identity); UserError naming a file that is damaged or of the wrong shape."""
     records = []
     for path in find_result_files(dirs):
         try:
@@ -53,7 +54,11 @@ def load_peer_records(dirs: Sequence[Path]) -> list[dict]:
             ) from None
         if record.get("kind") == RECORD_KIND:
             records.append({**record, "path": str(path)})
-    return records
+    return count_once(  # a copied or symlinked run is one seed, not two
+        records,
+        lambda r: run_identity(Path(r["path"]), r.get("seed"), r["measures"]),
+        lambda r: r["path"],
+    )
 
 
 def has_recursive_results(dirs: Sequence[Path]) -> bool:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from fmm_fast.core.writing import replacing
 from fmm_fast.protocols.masf.statistic import IN_DISTRIBUTION_LEVEL
 from fmm_fast.report.aggregate import CurveScores, GroupReport, aggregate
 from fmm_fast.report.load import load_result
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
 def plot_curves(group: GroupReport, path: Path) -> None:
     """The PNG of curves_figure(group)."""
-    curves_figure(group).savefig(path, dpi=120)
+    _save(curves_figure(group), path, dpi=120)
 
 
 def curves_figure(group: GroupReport) -> Figure:
@@ -80,7 +81,7 @@ def _finish(axes: Axes, metric: str, majority_baseline: float, any_band: bool) -
 
 def plot_roar_measure(group: RoarGroup, name: str, path: Path) -> None:
     """The PNG of roar_measure_figure(group, name)."""
-    roar_measure_figure(group, name).savefig(path, dpi=120)
+    _save(roar_measure_figure(group, name), path, dpi=120)
 
 
 def roar_measure_figure(group: RoarGroup, name: str) -> Figure:
@@ -118,7 +119,7 @@ def plot_run_curves(paths: Sequence[Path], png: Path) -> None:
 
 def plot_p_values(curves: dict[str, tuple[list[float], list[float]]], path: str | PathLike) -> None:
     """The PNG of p_values_figure(curves)."""
-    p_values_figure(curves).savefig(path, format="png")
+    _save(p_values_figure(curves), Path(path))
 
 
 def p_values_figure(curves: dict[str, tuple[list[float], list[float]]]) -> Figure:
@@ -153,3 +154,9 @@ def p_values_figure(curves: dict[str, tuple[list[float], list[float]]]) -> Figur
     axes.legend()
     figure.tight_layout()
     return figure
+
+
+def _save(figure: Figure, path: Path, dpi: int | None = None) -> None:
+    """Write `figure` as the PNG `path` through core.writing (atomic, never through a link)."""
+    with replacing(path) as staged:
+        figure.savefig(staged, format="png", dpi=dpi)

@@ -13,6 +13,7 @@ import numpy as np
 from fmm_fast import __version__
 from fmm_fast.core.outputs import claim_directory, finish_run
 from fmm_fast.core.records import ensure_writable, write_record
+from fmm_fast.core.writing import write_text
 from fmm_fast.report.aggregate import CurveScores, Estimate, GroupReport, Report, aggregate
 from fmm_fast.report.load import read_results
 from fmm_fast.report.masf import MASF_FIGURE, MASF_TABLE, load_masf_curves, write_masf
@@ -214,7 +215,7 @@ def write_tables(report: Report, out: Path) -> list[Path]:
     """Write table.md, table.tex, performance.md and timing.md into `out`; returns their paths."""
     written = [ensure_writable(out) / name for name in TABLES]
     for path, render in zip(written, TABLES.values(), strict=True):
-        path.write_text(render(report), encoding="utf-8")
+        write_text(path, render(report))
     return written
 
 
@@ -230,8 +231,8 @@ def write_roar(roar: RoarReport, out: Path) -> list[Path]:
     """Write roar.md, roar-cost.md and roar-<dataset>-<strategy>-<mode>-<measure>.png per measure other
     than rand (which every figure shows) into `out`; returns their paths."""
     written = [ensure_writable(out) / ROAR_TABLE, out / COST_TABLE]
-    written[0].write_text(render_roar_markdown(roar), encoding="utf-8")
-    written[1].write_text(render_cost_markdown(roar), encoding="utf-8")
+    write_text(written[0], render_roar_markdown(roar))
+    write_text(written[1], render_cost_markdown(roar))
     for group, name, file_name in roar_figures(roar):
         plot_roar_measure(group, name, out / file_name)
         written.append(out / file_name)
@@ -283,7 +284,7 @@ def write_report(
         files.append(REPORT_FILE)
     claim_directory(out, "report", report_fields(dirs), overwrite, files=[*files, *also])
     if peer_table is not None:
-        (out / PEER_TABLE).write_text(peer_table, encoding="utf-8")
+        write_text(out / PEER_TABLE, peer_table)
     masf_table = write_masf(masf_curves, out) if masf_curves else None
     if report is not None and roar is not None:
         if erasure:

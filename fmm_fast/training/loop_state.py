@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import pickle
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ import torch
 from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.core.digest import stream_sha256
 from fmm_fast.core.outputs import as_recorded
+from fmm_fast.core.writing import replacing
 
 RESUME_FILE = "resume.pt"
 
@@ -83,9 +83,8 @@ class LoopState:
             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
             "numpy_rngs": json.dumps([self.order_rng.bit_generator.state, self.mask_rng.bit_generator.state]),
         }
-        partial = path.with_name(f".{path.name}.tmp")  # as records.write_record names its own
-        torch.save(saved, partial)
-        os.replace(partial, path)
+        with replacing(path) as staged:
+            torch.save(saved, staged)
 
     def restore(self, saved: dict[str, Any]) -> dict[str, Any]:
         """Continue from a resume file's state (read_resume_file); returns run.json as it was written."""

@@ -8,6 +8,8 @@ A checkpoint directory holds a Hugging Face model (`config.json`, weights), the 
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from torch import nn
 from fmm_fast.core.datatypes import ModelInfo
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.reading import read_checked
+from fmm_fast.core.writing import STAGING_MARK, replacing, write_text
 from fmm_fast.export.first_token import FirstTokenLastLayer
 from fmm_fast.export.onnx_format import configure_tokenizer
 from fmm_fast.training.base_models import MINILM, TINY_ROBERTA, resolve_pretrained
@@ -195,10 +198,15 @@ def save_checkpoint(
 ) -> None:
     """Write a self-contained checkpoint directory (HF model + tokenizer.json + fmm_info.json)."""
     directory.mkdir(parents=True, exist_ok=True)
-    model.hf_model.save_pretrained(directory)
-    tokenizer.save(str(directory / TOKENIZER_FILE))
+    with tempfile.TemporaryDirectory(prefix=".", suffix=STAGING_MARK, dir=directory) as staging:
+        model.hf_model.save_pretrained(staging)  # its files, then each moved in through core.writing
+        for saved in sorted(Path(staging).iterdir()):
+            with replacing(directory / saved.name) as staged:
+                os.replace(saved, staged)
+    with replacing(directory / TOKENIZER_FILE) as staged:
+        tokenizer.save(str(staged))
     extra = {"sep_id": model.sep_id}
-    (directory / INFO_FILE).write_text(json.dumps({"info": json.loads(info.to_json()), **extra}, indent=2))
+    write_text(directory / INFO_FILE, json.dumps({"info": json.loads(info.to_json()), **extra}, indent=2))
 
 
 def load_checkpoint(directory: str | Path) -> tuple[SequenceClassifier, Tokenizer, ModelInfo]:

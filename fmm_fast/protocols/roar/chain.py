@@ -9,6 +9,7 @@ token is masked and no measure runs. Each finished step's record is written at o
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,12 +17,15 @@ from pathlib import Path
 import numpy as np
 
 from fmm_fast.core.datatypes import EncodedSplit
+from fmm_fast.core.errors import UserError
+from fmm_fast.core.outputs import claim_part
 from fmm_fast.core.records import Stopwatch
 from fmm_fast.core.settings import RoarSettings
 from fmm_fast.data.base import TextDataset
 from fmm_fast.measures.spec import MeasureSpec
 from fmm_fast.protocols.roar.explaining import Passes, explain_dataset
 from fmm_fast.protocols.roar.masking import (
+    DATASET_ERRORS,
     MaskedDataset,
     all_masked,
     dataset_digest,
@@ -32,10 +36,14 @@ from fmm_fast.protocols.roar.masking import (
 )
 from fmm_fast.protocols.roar.steps import (
     DATASET,
+    RECORD,
+    ROAR_KIND,
     TRAIN_DIR,
+    claim_step,
     model_for,
     read_step,
     seed_dir,
+    step_model,
     step_name,
     step_record,
     write_step,
@@ -84,9 +92,12 @@ class Chain:
         self.on_batch = on_batch
         self.progress = progress  # training's own progress bar
         self.ranks_once = not settings.recursive or not spec.recursive
+        self.ratios = settings.ratios()
 
     def run(self, on_step: Callable[[dict], None] | None = None) -> list[dict]:
         """Every step's record, finished ones read back; on_step(record) after each newly finished step."""
+        steps = [step_name(ratio) for ratio in self.settings.ratios()[1:]]
+        claim_part(self.folder, ROAR_KIND, {"seed": self.seed, "measure": self.measure}, [*steps, SCORES])
         records = []
         current = unmasked(self.data.encoded)
         model = self.data.step0
@@ -99,23 +110,70 @@ class Chain:
                     on_step(record)
             records.append(record)
             if step < self.settings.steps:
-                current = load_arrays(directory / DATASET)
-                model = self.out / record["model"]["path"]
+                current = self.step_dataset(step, ratio, current, model, directory, record["dataset_digest"])
+                model = step_model(self.out, record)
         return records
+
+    def step_dataset(
+        self, step: int, ratio: float, current: MaskedDataset, model: Path, directory: Path, digest: str
+    ) -> MaskedDataset:
+        """The masked dataset finished step `step` wrote (its dataset.npz, which the next step starts from),
+        checked against the digest its record holds. A missing, damaged or swapped file is recomputed from
+        the step's inputs (`current`, `model`) with a one-line warning; UserError when that gives another
+        dataset than the one the step trained on."""
+        path = directory / DATASET
+        problem = "it is missing"
+        if path.is_file():
+            try:
+                dataset = load_arrays(path)
+                if dataset_digest(dataset, self.data.encoded) == digest:
+                    return dataset
+                problem = f"it is not the dataset {directory / RECORD} names"
+            except DATASET_ERRORS as error:
+                problem = f"it does not read: {str(error) or type(error).__name__}"
+        print(f"fmm-fast: warning: {path}: {problem}; recomputing it", file=sys.stderr)
+        scores, _ = self.scores(step, current, model)
+        dataset = mask_dataset(self.data.encoded, current, scores, ratio, self.data.mask_id)
+        if dataset_digest(dataset, self.data.encoded) != digest:
+            raise UserError(
+                f"{path} cannot be recomputed as the dataset its step trained on (the inputs of the chain "
+                f"changed); move {self.folder} away and rerun to compute the chain of {self.measure} again"
+            )
+        save_arrays(path, dataset)
+        return dataset
 
     def scores(
         self, step: int, current: MaskedDataset, model: Path
     ) -> tuple[dict[str, list[np.ndarray]], Passes]:
-        """The measure's scores on every split: at this step, or the ranking computed once at step 1."""
+        """The measure's scores on every split: at this step, or the ranking computed once at step 1
+        (scores.npz; recomputed with a warning when it does not read, or does not give the dataset step 1
+        recorded)."""
         if not self.ranks_once:
             return self.explain(step, current, model)
         path = self.folder / SCORES
         if path.is_file():
-            return load_arrays(path), Passes()
+            try:
+                scores = load_arrays(path)
+                if self.gives_first_step(scores):
+                    return scores, Passes()
+                problem = f"it does not give the dataset {self.folder / step_name(self.ratios[1])} recorded"
+            except DATASET_ERRORS as error:
+                problem = f"it does not read: {str(error) or type(error).__name__}"
+            print(f"fmm-fast: warning: {path}: {problem}; recomputing it", file=sys.stderr)
         scores, passes = self.explain(1, unmasked(self.data.encoded), self.data.step0)
         self.folder.mkdir(parents=True, exist_ok=True)
         save_arrays(path, scores)
         return scores, passes
+
+    def gives_first_step(self, scores: dict[str, list[np.ndarray]]) -> bool:
+        """Whether a ranking computed once masks the data as the finished step 1 recorded (True when step 1
+        has not finished: it is computed from these scores next)."""
+        first = read_step(self.folder / step_name(self.ratios[1]))
+        if first is None:
+            return True
+        encoded = self.data.encoded
+        masked = mask_dataset(encoded, unmasked(encoded), scores, self.ratios[1], self.data.mask_id)
+        return dataset_digest(masked, encoded) == first["dataset_digest"]
 
     def explain(
         self, step: int, current: MaskedDataset, model: Path
@@ -126,6 +184,7 @@ class Chain:
 
     def run_step(self, step: int, ratio: float, current: MaskedDataset, model: Path, directory: Path) -> dict:
         name, encoded, mask_id = step_name(ratio), self.data.encoded, self.data.mask_id
+        claim_step(directory, self.seed, self.measure, ratio, [RECORD, DATASET, TRAIN_DIR])
         passes = Passes()
         with Stopwatch() as explain_clock:
             if step < self.settings.steps:

@@ -9,7 +9,7 @@ descending score, ties to the earlier position; padding, specials and the second
 from __future__ import annotations
 
 import hashlib
-import os
+import zipfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,6 +21,8 @@ from fmm_fast.data.masking import masked_count
 from fmm_fast.protocols.erasure import erase_top, fully_masked
 
 MaskedDataset = dict[str, list[np.ndarray]]
+# what load_arrays raises for a file that is missing, empty, truncated or not what save_arrays wrote
+DATASET_ERRORS = (OSError, ValueError, KeyError, IndexError, EOFError, zipfile.BadZipFile)
 
 
 def unmasked(encoded: dict[str, EncodedSplit]) -> MaskedDataset:
@@ -93,9 +95,7 @@ def save_arrays(path: Path, arrays: MaskedDataset) -> None:
     """Every split's ragged arrays in one .npz, written atomically (a killed write leaves no file)."""
     everything = [a for name in SPLIT_NAMES for a in arrays[name]]
     sizes = np.asarray([len(arrays[name]) for name in SPLIT_NAMES], dtype=np.int64)
-    temporary = path.with_name(f".{path.stem}.tmp.npz")
-    save_ragged(temporary, everything, split_sizes=sizes)
-    os.replace(temporary, path)
+    save_ragged(path, everything, split_sizes=sizes)
 
 
 def load_arrays(path: Path) -> MaskedDataset:

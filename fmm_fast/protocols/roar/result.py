@@ -79,11 +79,14 @@ def roar_result(settings: RoarSettings, out: Path, metric: str, majority: float)
             cost["backward_passes"] += record["passes"]["backward"]
             for phase in PHASES:
                 cost["seconds"][phase] += record["seconds"].get(phase, 0.0)
-    complete &= not settings.erasure or all(seeds[str(s)]["erasure"] is not None for s in settings.seeds)
+    # what the folder holds: an earlier run's erasure stays (and counts) when a rerun leaves it out
+    erasure = settings.erasure or all(seeds[str(s)]["erasure"] is not None for s in settings.seeds)
+    complete &= not erasure or all(seeds[str(s)]["erasure"] is not None for s in settings.seeds)
     cost["seconds"]["total"] = sum(cost["seconds"][phase] for phase in PHASES)
     return {
         "protocol": "roar",
-        "arguments": settings.to_dict(),
+        "arguments": {**settings.to_dict(), "erasure": erasure},
+        "fingerprint": settings.fingerprint(),  # of every seed (the seeds are left out): see report.identity
         "dataset": settings.data.dataset,
         "metric": metric,
         "majority_baseline": majority,

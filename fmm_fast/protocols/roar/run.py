@@ -16,6 +16,7 @@ from fmm_fast.core.outputs import (
     RUN_MARKER,
     as_recorded,
     claim_directory,
+    claim_part,
     differences,
     finish_run,
     read_marker,
@@ -25,6 +26,7 @@ from fmm_fast.core.progress import progress_bar
 from fmm_fast.core.reading import read_checked
 from fmm_fast.core.records import Stopwatch, read_record, write_record
 from fmm_fast.core.settings import EvaluationSettings, RoarSettings
+from fmm_fast.core.writing import replacing
 from fmm_fast.data.base import SPLIT_NAMES, TextDataset
 from fmm_fast.data.tokenization import encode_split
 from fmm_fast.measures.spec import MeasureSpec
@@ -36,10 +38,12 @@ from fmm_fast.protocols.roar.result import ERASURE_DIR, roar_result
 from fmm_fast.protocols.roar.steps import (
     LOGS,
     MODEL_DIR,
+    ROAR_KIND,
     model_for,
     not_trained_here,
     read_step,
     seed_dir,
+    step_model,
     step_name,
     step_record,
     trained_block,
@@ -64,8 +68,10 @@ def load_data(settings: RoarSettings) -> TextDataset:
 
 
 def seed_data(settings: RoarSettings, out: Path, seed: int, dataset: TextDataset) -> SeedData:
-    """The splits tokenized by the (finished) step-0 model of `seed`."""
-    step0 = seed_dir(out, seed) / step_name(0.0) / MODEL_DIR
+    """The splits tokenized by the (finished) step-0 model of `seed` (checked against its step's record
+    once that is written)."""
+    record = read_step(seed_dir(out, seed) / step_name(0.0))
+    step0 = seed_dir(out, seed) / step_name(0.0) / MODEL_DIR if record is None else step_model(out, record)
     loaded = load_model(step0, settings.explaining_backend)
     encoded = {name: encode_split(loaded.tokenizer, dataset.splits[name]) for name in SPLIT_NAMES}
     return SeedData(dataset, encoded, loaded.info.mask_id, step0)
@@ -108,9 +114,15 @@ def copy_training(source: Path, directory: Path) -> None:
         if not (source / name).exists():  # listed but gone once the run finished (train's resume file)
             continue
         if (source / name).is_dir():
-            shutil.copytree(source / name, directory / name)
+            shutil.copytree(source / name, directory / name, copy_function=_copy_file)
         else:
-            shutil.copy2(source / name, directory / name)
+            _copy_file(source / name, directory / name)
+
+
+def _copy_file(source: Path, target: Path) -> None:
+    """Copy one file (contents and times) through core.writing."""
+    with replacing(target) as staged:
+        shutil.copy2(source, staged)
 
 
 def train_step_zero(
@@ -192,6 +204,12 @@ def run_erasure(settings: RoarSettings, out: Path, seed: int, data: SeedData, pr
     )
 
 
+def claim_seed(settings: RoarSettings, out: Path, seed: int) -> None:
+    """Claim OUT/seed-S (listed by the run's marker) for its shared steps, its erasure and its chains."""
+    shared = [step_name(0.0), step_name(1.0), ERASURE_DIR]
+    claim_part(seed_dir(out, seed), ROAR_KIND, {"seed": seed}, [*shared, *(s.name for s in settings.specs)])
+
+
 class RoarRun:
     """One `fmm-fast roar` run into `out` (claimed with a run marker; call it under output_lock(out))."""
 
@@ -212,6 +230,7 @@ class RoarRun:
         self.bar = progress_bar(total, "roar", unit="step", quiet=not self.progress)
         data = {}
         for seed in settings.seeds:
+            claim_seed(settings, out, seed)
             self.phase(seed, "-", step_name(0.0), "train")
             data[seed] = train_step_zero(settings, out, seed, dataset, self.progress, step0_sources.get(seed))
             self.bar.update(1)

@@ -5,6 +5,10 @@ OUT/seed-S/step-000/ and OUT/seed-S/step-100/ are train() output directories (mo
 step's record.json: the model trained on the unmasked data and the one on the fully masked data, shared by
 every measure. OUT/seed-S/MEASURE/step-RRR/ holds record.json, dataset.npz (the masked dataset the next
 step starts from) and, when this step trained a model, train/ (model/, run.json).
+
+Every level has a run marker (core.outputs) listing what the run writes there: OUT/seed-S (claim_seed),
+OUT/seed-S/MEASURE and its steps (claim_part), the trainings' own (with record.json added), so --overwrite
+removes only those and a user's file anywhere in the tree stops it.
 """
 
 from __future__ import annotations
@@ -14,7 +18,9 @@ from typing import Any
 
 from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.core.digest import content_sha256
+from fmm_fast.core.errors import UserError
 from fmm_fast.core.machine import machine_record
+from fmm_fast.core.outputs import claim_part, list_files, read_marker
 from fmm_fast.core.reading import read_state
 from fmm_fast.core.records import write_record
 from fmm_fast.core.settings import RoarSettings
@@ -23,6 +29,7 @@ from fmm_fast.protocols.roar.explaining import Passes
 from fmm_fast.protocols.roar.masking import MaskedDataset, as_encoded, token_counts
 from fmm_fast.training.checkpoint_layout import TOKENIZER_FILE
 
+ROAR_KIND = "roar"
 RECORD = "record.json"
 LOGS = "logs"  # OUT/logs/: each Ray chain's output (distributed.roar_chains)
 DATASET = "dataset.npz"
@@ -117,6 +124,20 @@ def model_for(
     return trained_block(out, run, train_dir, dataset.metric)
 
 
+def step_model(out: Path, record: dict[str, Any]) -> Path:
+    """The model a finished step's record names, checked against the sha256 the record holds: UserError
+    when it changed (a model cannot be recomputed without training the step, and every later step again)."""
+    path = out / record["model"]["path"]
+    expected = record["model"].get("sha256")
+    if expected is not None and (not path.exists() or content_sha256(path) != expected):
+        raise UserError(
+            f"{path} is not the model its step trained (it is missing, or its content differs from the "
+            f"sha256 in the step's record.json); put the model back, or move {path.parent.parent} away and "
+            "rerun to train it again"
+        )
+    return path
+
+
 def not_trained_here(source: str) -> dict[str, Any]:
     """The cost fields of a model block whose model this run did not train: it took it from `source` (a
     step folder relative to OUT, or a training's absolute path)."""
@@ -188,6 +209,17 @@ def step_record(
     }
 
 
+def claim_step(directory: Path, seed: int, measure: str | None, ratio: float, files: list[str]) -> None:
+    """Claim a step's folder for `files` (a measure's step: record, dataset, training), or, where a
+    training claimed it (step 0, the fully masked step), add them to the training's marker."""
+    marker = read_marker(directory) if directory.is_dir() else None
+    if marker is not None and marker["kind"] == "train":
+        list_files(directory, files)
+    else:
+        claim_part(directory, ROAR_KIND, {"seed": seed, "measure": measure, "ratio": ratio}, files)
+
+
 def write_step(directory: Path, record: dict[str, Any]) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
+    """Write a finished step's record into its (claimed) folder: the step counts as done from here on."""
+    claim_step(directory, record["seed"], record["measure"], record["ratio"], [RECORD])
     write_record(directory / RECORD, record)

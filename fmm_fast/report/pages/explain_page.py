@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fmm_fast.api import Explanation
+from fmm_fast.core.writing import write_text
 from fmm_fast.report.pages.document import document, view_controls
 from fmm_fast.report.pages.examples import Example, example_section, group_examples, measure_scales
 from fmm_fast.report.pages.markup import Html, join, markup
@@ -86,4 +87,4 @@ def explanations_page(explanations: list[Explanation], about: list[str]) -> str:
 
 
 def write_explanations_page(path: Path, explanations: list[Explanation], about: list[str]) -> None:
-    Path(path).write_text(explanations_page(explanations, about), encoding="utf-8")
+    write_text(path, explanations_page(explanations, about))

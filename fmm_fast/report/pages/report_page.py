@@ -17,6 +17,7 @@ from pathlib import Path
 from fmm_fast import __version__
 from fmm_fast.api import Explanation
 from fmm_fast.core.reading import read_checked
+from fmm_fast.core.writing import write_text
 from fmm_fast.data.local import display_name
 from fmm_fast.report.load import find_result_files
 from fmm_fast.report.masf import MASF_TABLE, find_masf_files
@@ -196,5 +197,5 @@ def write_report_page(
 ) -> Path:
     """Write OUT/report.html from what this report run wrote to `out` since `since_ns`."""
     page = out / REPORT_PAGE
-    page.write_text(report_page(dirs, written_files(out, since_ns), explanations), encoding="utf-8")
+    write_text(page, report_page(dirs, written_files(out, since_ns), explanations))
     return page

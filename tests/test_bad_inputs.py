@@ -193,6 +193,16 @@ CASES = [
         LOCAL + " {ab_csv} --metric macro-f1 --metric accuracy",
         "--metric was given more than once",
     ),
+    (
+        "repeated --measure-option key",
+        EVALUATE + " --measure-option ig_steps=5 --measure-option ig_steps=7",
+        "--measure-option ig_steps was given more than once",
+    ),
+    (
+        "repeated --step0",
+        "roar {babi} --step0 {train} --step0 {train} --quiet --out {new}",
+        "was given more than once; give each training once",
+    ),
     ("CSV naming a column twice", LOCAL + " {twice}", "'text' twice"),
     (
         "report of a result whose non-finite map names no field",

@@ -172,6 +172,33 @@ def test_a_finished_training_with_the_same_recipe_is_taken_as_step_0(tmp_path) -
     assert not (tmp_path / "other").exists()  # refused before any work
 
 
+def test_a_step0_training_that_cannot_be_step_0_leaves_nothing_behind(tmp_path) -> None:
+    """--step0 given twice (here once through a link), a training without its run.json, and one whose
+    model is damaged: one UserError each, and no copy of the training stays in OUT."""
+    settings = RoarSettings(
+        keyword_data(tmp_path), measures=("rand",), steps=2, erasure=False, **{**TINY, "epochs": 1}
+    )
+    training = tmp_path / "train"
+    train(settings.training(0), training, progress=False)
+    (tmp_path / "link").symlink_to(training)
+    without_run, damaged = tmp_path / "without-run", tmp_path / "damaged"
+    for copy in (without_run, damaged):
+        shutil.copytree(training, copy)
+    (without_run / "run.json").unlink()
+    (damaged / "model" / "model.safetensors").write_bytes(b"not a model")
+    cases = [
+        ((training, tmp_path / "link"), "was given more than once; give each training once"),
+        ((without_run,), f"{without_run / 'run.json'} is damaged or not what fmm-fast wrote"),
+        ((damaged,), "model"),
+    ]
+    for number, (given, expected) in enumerate(cases):
+        out = tmp_path / f"out-{number}"
+        with pytest.raises(UserError, match=expected):
+            RoarRun(replace(settings, step0_trainings=tuple(map(str, given))), out, progress=False).run()
+        left = sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) if out.exists() else []
+        assert not [name for name in left if name.startswith("seed-0/step-000/")], left
+
+
 def test_non_recursive_ranks_once_with_the_step0_model(tmp_path, monkeypatch) -> None:
     calls = []
     explain = chain_module.explain_dataset

@@ -10,6 +10,7 @@ modification time, never runs an old model's graph. Each cache's own sha256 is n
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import replace
@@ -308,7 +309,7 @@ def _session_source(
             file=sys.stderr,
         )
     source = _logits_only_graph(path) if logits_only else str(path)
-    if key not in CACHED_PROVIDERS:
+    if key not in CACHED_PROVIDERS or not os.access(path.parent, os.W_OK):  # TensorRT; a read-only folder
         return source
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
@@ -318,7 +319,7 @@ def _session_source(
             options.optimized_model_filepath = str(staged)
             ort.InferenceSession(source, options, providers=chain)
         write_text(written, content_sha256(cache))
-    except (OSError, *_ort_errors()):  # read-only folder, or ORT could not write it: run the model itself
+    except (OSError, *_ort_errors()):  # a full disk, or ORT could not write it: run the model itself
         return source
     return str(cache)
 

@@ -57,16 +57,25 @@ def measure_names() -> list[str]:
 
 
 def parse_measure_options(pairs: Sequence[str]) -> dict[str, int]:
-    """["ig_steps=50", ...] -> {"ig_steps": 50}; UserError for a malformed pair, unknown key or bad value."""
+    """["ig_steps=50", ...] -> {"ig_steps": 50}; UserError for a malformed pair, a key given twice, an
+    unknown key or a bad value."""
     options: dict[str, object] = {}
+    given: dict[str, str] = {}  # key -> the pair that gave it
     for pair in pairs:
         key, equals, value = pair.partition("=")
+        key = key.strip()
         if not equals or not key:
             raise UserError(f"--measure-option '{pair}' is not KEY=VALUE; write e.g. ig_steps=50")
+        if key in given:  # as for a repeated single-value option: refused, never the last one winning
+            raise UserError(
+                f"--measure-option {key} was given more than once ({given[key]}, {pair}); it takes one "
+                "value, give it once"
+            )
+        given[key] = pair
         try:
-            options[key.strip()] = int(value)
+            options[key] = int(value)
         except ValueError:
-            options[key.strip()] = value  # check_measure_options names the key and the bad value
+            options[key] = value  # check_measure_options names the key and the bad value
     return check_measure_options(options)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import replace
 from pathlib import Path
 
@@ -39,6 +40,7 @@ from fmm_fast.protocols.roar.steps import (
     LOGS,
     MODEL_DIR,
     ROAR_KIND,
+    TRAINED_RUN,
     model_for,
     not_trained_here,
     read_step,
@@ -80,8 +82,13 @@ def seed_data(settings: RoarSettings, out: Path, seed: int, dataset: TextDataset
 def step_zero_sources(settings: RoarSettings) -> dict[int, Path]:
     """The seed each of settings.step0_trainings is step 0 of; UserError (before any work) for one that is
     not a finished `fmm-fast train` output with a seed's step-0 settings, naming what differs."""
+    given = [Path(path) for path in settings.step0_trainings]
+    resolved = [path.resolve() for path in given]
+    for number, path in enumerate(given):  # a repeat first, as for a repeated single-value option
+        if resolved[number] in resolved[:number]:
+            raise UserError(f"--step0 {path} was given more than once; give each training once")
     sources: dict[int, Path] = {}
-    for path in map(Path, settings.step0_trainings):
+    for path in given:
         marker = read_marker(path) if path.is_dir() else None
         if marker is None or marker["kind"] != "train" or marker.get("finished") is not True:
             raise UserError(
@@ -89,11 +96,18 @@ def step_zero_sources(settings: RoarSettings) -> dict[int, Path]:
                 "finished, or leave it out (step 0 is then trained)"
             )
         seed = marker["fields"].get("seed")
-        if seed not in settings.seeds or seed in sources:
+        seeds = ", ".join(map(str, settings.seeds))
+        if seed in sources:
+            raise UserError(
+                f"--step0 {sources[seed]} and {path} were both trained with seed {seed}: give one training "
+                f"per --seed of this run ({seeds})"
+            )
+        if seed not in settings.seeds:
             raise UserError(
                 f"--step0 {path} was trained with seed {seed}: give one training per --seed of this run "
-                f"({', '.join(map(str, settings.seeds))})"
+                f"({seeds})"
             )
+        read_checked(path / RUN_FILE, TRAINED_RUN, f"train it again, or leave --step0 {path} out")
         found = differences(marker["fields"], as_recorded(settings.training(seed).fingerprint_fields()))
         if found:
             raise UserError(
@@ -104,19 +118,22 @@ def step_zero_sources(settings: RoarSettings) -> dict[int, Path]:
     return sources
 
 
-def copy_training(source: Path, directory: Path) -> None:
-    """Copy the finished training `source` (its marker and what the marker lists) to `directory`, in place
-    of what an interrupted training there left."""
+def copy_training(source: Path, directory: Path, names: list[str]) -> None:
+    """Copy the entries `names` of the finished training `source` (what its marker lists, then the marker:
+    a copy cut short has none, so it never passes for a finished training) to `directory`, in place of
+    what an interrupted training or copy there left."""
     remove_owned(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    marker = read_marker(source) or {}
-    for name in [RUN_MARKER, *marker.get("files", [])]:
+    for name in names:
         if not (source / name).exists():  # listed but gone once the run finished (train's resume file)
             continue
+        target = directory / name  # fmm-fast's own name: a part an earlier copy left goes
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)
         if (source / name).is_dir():
-            shutil.copytree(source / name, directory / name, copy_function=_copy_file)
+            shutil.copytree(source / name, target, copy_function=_copy_file)
         else:
-            _copy_file(source / name, directory / name)
+            _copy_file(source / name, target)
 
 
 def _copy_file(source: Path, target: Path) -> None:
@@ -144,14 +161,21 @@ def train_step_zero(
     if source is None:
         run = train(settings.training(seed), directory, progress=progress, dataset=dataset)
         model = trained_block(out, run, directory, dataset.metric)
+        data = seed_data(settings, out, seed, dataset)
     else:
-        copy_training(source, directory)
-        run = read_record(directory / RUN_FILE)
-        model = {
-            **trained_block(out, run, directory, dataset.metric),
-            **not_trained_here(str(source.resolve())),
-        }
-    data = seed_data(settings, out, seed, dataset)
+        names = [*(read_marker(source) or {}).get("files", []), RUN_MARKER]
+        try:
+            copy_training(source, directory, names)
+            run = read_record(directory / RUN_FILE)
+            model = {
+                **trained_block(out, run, directory, dataset.metric),
+                **not_trained_here(str(source.resolve())),
+            }
+            data = seed_data(settings, out, seed, dataset)
+        except BaseException:
+            with suppress(OSError):  # a copy that failed is no step 0: a rerun copies again
+                remove_owned(directory, names)
+            raise
     masked = unmasked(data.encoded)
     digest = dataset_digest(masked, data.encoded)
     nothing = {"explain": 0.0, "mask": 0.0}
@@ -272,8 +296,8 @@ class RoarRun:
     def write_result(self) -> dict:
         seed = self.settings.seeds[0]
         step0 = seed_dir(self.out, seed) / step_name(0.0)
-        shape = {"dataset": {"metric": str, "truncation": {"test": dict}}, "majority_metrics": {"*": float}}
-        run = read_checked(step0 / RUN_FILE, shape, f"remove {step0} and rerun: its model is trained again")
+        fix = f"remove {step0} and rerun: its model is trained again"
+        run = read_checked(step0 / RUN_FILE, TRAINED_RUN, fix)
         metric = run["dataset"]["metric"]
         result = roar_result(self.settings, self.out, metric, run["majority_metrics"][metric])
         result["truncation"] = run["dataset"]["truncation"]["test"]  # what the cut to the model's length cut

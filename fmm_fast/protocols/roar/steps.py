@@ -62,6 +62,21 @@ STEP_RECORD = {
     "trained": bool,
 }
 
+# What a step reads of train()'s run.json (trained_block, and the result's metric and truncation).
+TRAINED_RUN = {
+    "arguments": {"batch_size": int, "strategy": str},
+    "dataset": {
+        "metric": str,
+        "sizes": {"train": int, "validation": int, "test": int},
+        "truncation": {"test": dict},
+    },
+    "epochs": [{"steps": int, "selection_metric": float}],
+    "best_epoch": int,
+    "test": {"0.0": {"*": float}},
+    "majority_metrics": {"*": float},
+    "durations": {"training": float, "validation": float, "test": float},
+}
+
 
 def read_step(directory: Path) -> dict | None:
     """A finished step's record, None when the step has not finished (or, with a warning, when its record

@@ -10,7 +10,7 @@ import pytest
 
 from fmm_fast.core.errors import UserError
 from fmm_fast.training.base_models import MINILM, pretrained_minilm, resolve_pretrained
-from fmm_fast.training.models import load_pretrained
+from fmm_fast.training.hf_import import load_pretrained
 
 
 def test_minilm_names_the_packaged_model():

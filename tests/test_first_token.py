@@ -48,7 +48,7 @@ def padded_batch(pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 def hugging_face_outputs(model: SequenceClassifier, input_ids, attention_mask, inputs_embeds=None):
     """Logits and per-layer max signals of the unmodified model, computed the plain way."""
-    extra = {"token_type_ids": model.token_type_ids(input_ids)} if model.sep_id is not None else {}
+    extra = {"token_type_ids": model.token_types(input_ids, model.sep_id)} if model.sep_id is not None else {}
     output = model.hf_model(
         input_ids=None if inputs_embeds is not None else input_ids,
         inputs_embeds=inputs_embeds,

@@ -288,7 +288,7 @@ def test_export_cli_bad_options(roberta_checkpoint, tmp_path, capsys, extra, mes
 
 def test_export_cli_bad_paths(roberta_checkpoint, tmp_path, capsys) -> None:
     assert main(["export", "--model", str(tmp_path / "missing"), "--out", str(tmp_path / "m.onnx")]) == 2
-    assert_one_error_line(capsys.readouterr().err, "not an fmm-fast checkpoint")
+    assert_one_error_line(capsys.readouterr().err, "does not exist")
     assert main(["export", "--model", str(roberta_checkpoint), "--out", str(tmp_path / "m.bin")]) == 2
     assert_one_error_line(capsys.readouterr().err, "must end in .onnx")
 

@@ -272,7 +272,7 @@ def run_cli(capsys, *args: str) -> tuple[int, str, str]:
         (["--dataset", "babi-1", "--width", "100"], "--width 100 does not work"),
         (
             ["--dataset", "babi-1", "--size", "40", "--model", "/no/such/model"],
-            "cannot load model '/no/such/model'",
+            "model '/no/such/model' does not exist",
         ),
     ],
 )

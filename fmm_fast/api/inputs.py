@@ -13,6 +13,7 @@ from typing import Any
 from fmm_fast.core.digest import cache_directory
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.writing import write_text
+from fmm_fast.data.labels import parse_label_names
 from fmm_fast.data.options import DataOptions
 
 # the columns a dataset given as Python data is read by, where no --text-field etc. names others
@@ -36,6 +37,11 @@ def model_source(model: Any) -> Any:
 def model_sources(model: Any) -> list[Any]:
     """model_source of each model of a repeatable --model: one model, or a list or tuple of them."""
     return [model_source(m) for m in (model if isinstance(model, list | tuple) else [model])]
+
+
+def label_names(labels: str | Sequence[str] | None) -> list[str] | None:
+    """--labels as names: "negative,positive" or ["negative", "positive"]; None for none."""
+    return parse_label_names(labels if labels is None or isinstance(labels, str) else ",".join(labels))
 
 
 def as_list(value: Any, option: str) -> list:

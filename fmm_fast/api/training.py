@@ -3,9 +3,10 @@ folder and run.json."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
-from fmm_fast.api.inputs import run_folder
+from fmm_fast.api.inputs import label_names, run_folder
 from fmm_fast.api.options import backend_arguments, data_arguments, training_arguments
 from fmm_fast.api.results import Training
 from fmm_fast.backends.options import BackendOptions
@@ -24,6 +25,7 @@ def train(
     data: DataOptions,
     out: str | Path | None = None,
     model: str = TINY_ROBERTA,
+    labels: str | Sequence[str] | None = None,
     strategy: str = DEFAULT_STRATEGY,
     seed: int = 0,
     overwrite: bool = False,
@@ -44,6 +46,7 @@ def train(
 
     Example: `trained = fmm_fast.train(dataset="movie-snippets", size=200, epochs=2, lr=1e-3)`
     """
+    names = label_names(labels)
     out = run_folder(out, "train")
     with output_lock(out):  # before PyTorch and the data load: a second process exits at once
         TRAIN.require("training")
@@ -57,6 +60,7 @@ def train(
             seed=seed,
             **training,
             backend=backend,
+            labels=tuple(names or ()),
         )
         record = run_training(settings, out, progress=not quiet, overwrite=overwrite)
     metric_name = record["dataset"]["metric"]

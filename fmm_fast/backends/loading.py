@@ -1,4 +1,5 @@
-"""Open a model by path: a PyTorch checkpoint directory or a self-describing ONNX file, at a precision."""
+"""Open a model by path: a PyTorch model folder (an fmm-fast checkpoint, a Hugging Face classifier folder or
+Hub name) or a self-describing ONNX file, at a precision."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from fmm_fast.backends.precision import Precision, cpu_has_native_bf16, no_nativ
 from fmm_fast.core.datatypes import ModelInfo
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.optional_deps import TRAIN
-from fmm_fast.training.checkpoint_layout import is_checkpoint
+from fmm_fast.training.checkpoint_layout import is_model_folder
 
 
 @dataclass
@@ -37,6 +38,7 @@ class LoadedModel:
         return {
             "path": path,
             "strategy": self.info.strategy,
+            "trained_by": self.info.trained_by,
             "trained_precision": self.info.trained_precision,
             "source": self.info.source,
             "backend": self.backend.name,
@@ -74,12 +76,12 @@ def model_precision(path: Path, options: BackendOptions) -> Precision:
 def _is_onnx(path: Path) -> bool:
     """Whether `path` names an ONNX file (a checkpoint directory otherwise); UserError for a directory
     named like one."""
-    if path.suffix == ".onnx" and path.is_dir() and not is_checkpoint(path):
+    if path.suffix == ".onnx" and path.is_dir() and not is_model_folder(path):
         raise UserError(
             f"'{path}' is a directory, not an ONNX file; pass the .onnx file `fmm-fast export` wrote or a "
             "checkpoint directory from `fmm-fast train`"
         )
-    return path.suffix == ".onnx" or (path.is_file() and not is_checkpoint(path))
+    return path.suffix == ".onnx" or (path.is_file() and not is_model_folder(path))
 
 
 def _onnx_precision(provider: str, requested: str) -> Precision:
@@ -121,8 +123,9 @@ def _onnx_precision(provider: str, requested: str) -> Precision:
 
 
 def load_model(path: str | Path, options: BackendOptions = BackendOptions()) -> LoadedModel:
-    """A checkpoint directory → PyTorch backend on options.device; a `.onnx` file → ONNX Runtime backend
-    on options.provider (fp32), or OpenVINO (bf16 on CPU).
+    """A checkpoint directory, Hugging Face classifier folder or Hub name → PyTorch backend on
+    options.device; a `.onnx` file → ONNX Runtime backend on options.provider (fp32), or OpenVINO (bf16 on
+    CPU).
 
     options.precision: fp32|bf16|auto, resolved by resolve_backend unless it was already.
     """
@@ -166,11 +169,6 @@ def _require_torch(path: Path) -> None:
 
 def _load_checkpoint(path: Path, device: str, precision: str) -> LoadedModel:
     """PyTorch on `device`, under autocast for bf16 / fp16."""
-    if not path.exists():
-        raise UserError(
-            f"model '{path}' does not exist; give a checkpoint directory from `fmm-fast train` "
-            "or an ONNX file from `fmm-fast export`"
-        )
     _require_torch(path)
     import torch
 
@@ -179,20 +177,20 @@ def _load_checkpoint(path: Path, device: str, precision: str) -> LoadedModel:
             "--device cuda was asked for but PyTorch sees no CUDA device; use --device auto or cpu"
         )
     from fmm_fast.backends.torch_backend import TorchBackend
-    from fmm_fast.training.models import load_checkpoint
+    from fmm_fast.training.hf_import import open_classifier
 
-    model, tokenizer, info = load_checkpoint(path)
+    model, tokenizer, info = open_classifier(path)
     backend = TorchBackend(model, info, device=device, precision=precision)
     return LoadedModel(backend, tokenizer, str(path), precision)
 
 
 def gradient_backend(loaded: LoadedModel, options: BackendOptions = BackendOptions()) -> GradientBackend:
-    """The backend gradient measures run on: the model itself, or the checkpoint an ONNX file came from
+    """The backend gradient measures run on: the model itself, or the model folder an ONNX file came from
     (on options.device, in the loaded model's precision: PyTorch autocast for bf16)."""
     if isinstance(loaded.backend, GradientBackend):
         return loaded.backend
     source = loaded.info.source
-    if source and is_checkpoint(source):
+    if source and is_model_folder(source):
         checkpoint = load_model(source, replace(options, precision=loaded.precision))
         return checkpoint.backend  # type: ignore[return-value]
     raise UserError(

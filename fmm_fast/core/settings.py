@@ -120,8 +120,10 @@ class ResolvedMeasures:
 class TrainSettings(ResumableSettings):
     """One masked fine-tuning run (docs/method.md §2).
 
-    model: tiny-roberta, a Hugging Face model name or a local model directory. epochs None: the dataset's
-    paper default. max_steps caps the optimizer steps. layers/width only apply to tiny-roberta.
+    model: tiny-roberta, a Hugging Face model name or a local model directory (a fine-tuned sequence
+    classifier is continued, its head and labels kept; labels renames its generic LABEL_0, ...). epochs
+    None: the dataset's paper default. max_steps caps the optimizer steps. layers/width only apply to
+    tiny-roberta.
     backend.precision: what the training's forward passes run in, resolved here from fp32|bf16|auto
     (backends.precision.resolve_training_precision), so the record and the fingerprint hold what ran.
     """
@@ -139,8 +141,10 @@ class TrainSettings(ResumableSettings):
     width: int = 64
     bucket_batches: int = BUCKET_BATCHES
     backend: BackendOptions = field(default_factory=BackendOptions)
+    labels: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "labels", tuple(self.labels))  # from JSON
         check_strategy(self.strategy)
         check(
             [

@@ -2,9 +2,30 @@
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
+
 import numpy as np
 
 from fmm_fast.core.errors import UserError
+from fmm_fast.data.base import TextDataset
+
+GENERIC_LABEL = re.compile(r"LABEL_\d+")
+
+
+def generic_labels(label_names: list[str]) -> bool:
+    """Whether the names are transformers' placeholders LABEL_0, LABEL_1, ... (nothing to match by)."""
+    return all(GENERIC_LABEL.fullmatch(name) for name in label_names)
+
+
+def parse_label_names(text: str | None) -> list[str] | None:
+    """ "negative,positive" -> ["negative", "positive"] (--labels); None for no text."""
+    if not text:
+        return None
+    names = [name.strip() for name in text.split(",")]
+    if not all(names):
+        raise UserError(f"--labels '{text}' has an empty name; write e.g. --labels negative,positive")
+    return names
 
 
 def parse_label_map(text: str | None) -> tuple[tuple[str, str], ...]:
@@ -44,6 +65,12 @@ def model_label_indices(
     missing = [name for name in wanted if name not in model_names]
     if missing:
         hint = ",".join(f"{d}={m}" for d, m in zip(dataset_names, model_names, strict=False))
+        if generic_labels(model_names):  # never paired by position unless the user says so
+            raise UserError(
+                f"the model's labels {model_names} are generic names, not the dataset's {dataset_names}; "
+                f"say which is which with --label-map (by position: --label-map {hint}), or name them once "
+                "with `fmm-fast export --labels ...`"
+            )
         raise UserError(
             f"the dataset's labels {dataset_names} are not the model's labels {model_names}; say which is "
             f"which with --label-map (e.g. --label-map {hint}) or use a model trained on this dataset"
@@ -54,3 +81,10 @@ def model_label_indices(
             "map each to a different one"
         )
     return np.asarray([model_names.index(name) for name in wanted], dtype=np.int64)
+
+
+def relabelled(dataset: TextDataset, model_names: list[str], to_model: np.ndarray) -> TextDataset:
+    """The dataset in a model's labels: `model_names`, every split's labels mapped by `to_model`
+    ((K_dataset,) int64 model index of each dataset label: model_label_indices)."""
+    splits = {name: replace(split, labels=to_model[split.labels]) for name, split in dataset.splits.items()}
+    return replace(dataset, label_names=list(model_names), splits=splits)

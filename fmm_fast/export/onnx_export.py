@@ -1,4 +1,5 @@
-"""Export a checkpoint to a self-describing ONNX file, verified against PyTorch before it is written.
+"""Export a model folder (an fmm-fast checkpoint or a Hugging Face classifier: training.hf_import) to a
+self-describing ONNX file, verified against PyTorch before it is written.
 
 The graph takes `input_ids` and `attention_mask` ((B, T) int64, right-padded, dynamic B and T) and gives
 `logits` (B, C) and `signals` (B, L+1, D), exactly what :class:`fmm_fast.training.models.SequenceClassifier`
@@ -32,6 +33,7 @@ from fmm_fast.core.datatypes import ModelInfo, pad_batch, trained_in, unpad
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.records import dumps_record
 from fmm_fast.core.writing import replacing
+from fmm_fast.data.labels import generic_labels
 from fmm_fast.data.local import display_name
 from fmm_fast.export.onnx_format import (
     FORMAT_VERSION,
@@ -43,7 +45,8 @@ from fmm_fast.export.onnx_format import (
     OUTPUT_NAMES,
     stored_source,
 )
-from fmm_fast.training.models import SequenceClassifier, load_checkpoint
+from fmm_fast.training.hf_import import open_classifier, resolve_model_dir
+from fmm_fast.training.models import SequenceClassifier
 
 QUANTIZATIONS = ("int8",)
 # Opsets the TorchScript exporter supports for these graphs (CumSum needs 11, torch's maximum is 20).
@@ -105,8 +108,12 @@ def export_onnx(
     quantize: str | None = None,
     fp16: bool = False,
     verify_examples: list[np.ndarray] | None = None,
+    label_names: list[str] | None = None,
 ) -> dict:
     """Export, verify and write `out_path`; returns the verification report (also stored in the file).
+
+    checkpoint_dir: an fmm-fast checkpoint, a Hugging Face classifier folder or a Hub name; label_names
+    rename its labels (one per label, in order: for generic LABEL_0, LABEL_1, ...).
 
     verify_examples: (T_i,) int64 token-id arrays to verify on; by default, built-in sentences and random
     ids encoded with the checkpoint's tokenizer. Either way about a third of the tokens of every other row
@@ -115,8 +122,8 @@ def export_onnx(
     """
     out_path = Path(out_path)
     check_export_options(out_path, opset, quantize, fp16)
-    checkpoint = Path(checkpoint_dir).resolve()
-    model, tokenizer, info = load_checkpoint(checkpoint)
+    checkpoint = resolve_model_dir(checkpoint_dir).resolve()
+    model, tokenizer, info = open_classifier(checkpoint, label_names)
     info = replace(info, dataset=display_name(info.dataset), source=stored_source(checkpoint, out_path))
     batches = verification_batches(tokenizer, info, verify_examples)
     # The reference is what TorchBackend computes: the model as loaded, before the attention switch below.
@@ -139,7 +146,8 @@ def export_onnx(
             "graph": "plain" if fp32_graph == plain else "fused",
             "fused_operators": {} if fp32_graph == plain else fused_operators,
             "precision": "fp32",
-            "reference": "PyTorch fp32 on the checkpoint" + trained_in(info),
+            "reference": "PyTorch fp32 on the model folder" + trained_in(info),
+            "label_names": info.label_names,
             "rows": sum(len(batch.input_ids) for batch in batches),
             "batch_shapes": [list(batch.input_ids.shape) for batch in batches],
             "checks": {"fp32": fp32_check},
@@ -460,4 +468,9 @@ def format_report(report: dict, out_path: str | Path) -> list[str]:
         )
     if "note" in report:
         lines.append(f"note: {report['note']}")
+    if generic_labels(report.get("label_names", [])):
+        lines.append(
+            f"note: the model's labels are generic ({', '.join(report['label_names'])}); name them with "
+            "--labels, or pair them with a dataset's labels by --label-map when evaluating"
+        )
     return lines

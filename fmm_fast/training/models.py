@@ -23,7 +23,7 @@ from fmm_fast.core.reading import read_checked
 from fmm_fast.core.writing import STAGING_MARK, replacing, write_text
 from fmm_fast.export.first_token import FirstTokenLastLayer
 from fmm_fast.export.onnx_format import configure_tokenizer
-from fmm_fast.training.base_models import MINILM, TINY_ROBERTA, resolve_pretrained
+from fmm_fast.training.base_models import TINY_ROBERTA
 from fmm_fast.training.checkpoint_layout import INFO_FILE, TOKENIZER_FILE, is_checkpoint
 
 
@@ -57,8 +57,10 @@ class SequenceClassifier(nn.Module):
     def word_embeddings(self) -> nn.Embedding:
         return self.hf_model.get_input_embeddings()
 
-    def token_type_ids(self, input_ids: torch.Tensor) -> torch.Tensor:
-        is_sep = (input_ids == self.sep_id).long()
+    @staticmethod
+    def token_types(input_ids: torch.Tensor, sep_id: int) -> torch.Tensor:
+        """input_ids (B, T) -> token types (B, T) int64: 0 up to the first `sep_id`, 1 after it."""
+        is_sep = (input_ids == sep_id).long()
         # the first separator itself belongs to segment 0, everything after it to segment 1
         return ((torch.cumsum(is_sep, dim=1) - is_sep) > 0).long()
 
@@ -71,7 +73,7 @@ class SequenceClassifier(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         extra = {}
         if self.sep_id is not None:
-            extra["token_type_ids"] = self.token_type_ids(input_ids)
+            extra["token_type_ids"] = self.token_types(input_ids, self.sep_id)
         inputs = {
             "input_ids": None if inputs_embeds is not None else input_ids,
             "inputs_embeds": inputs_embeds,
@@ -152,45 +154,6 @@ def build_tiny_roberta(
         source=TINY_ROBERTA,
     )
     return SequenceClassifier(hf_model, sep_id=None), configure_tokenizer(tokenizer, max_length), info
-
-
-def load_pretrained(name: str, label_names: list[str]) -> tuple[SequenceClassifier, Tokenizer, ModelInfo]:
-    """A Hugging Face encoder (name, local path or MINILM) with a fresh head for `label_names`."""
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-    quiet_transformers()
-    name = resolve_pretrained(name)
-    try:
-        hf_tokenizer = AutoTokenizer.from_pretrained(name)
-        hf_model = AutoModelForSequenceClassification.from_pretrained(
-            name,
-            num_labels=len(label_names),
-            id2label=dict(enumerate(label_names)),
-            label2id={label: i for i, label in enumerate(label_names)},
-            ignore_mismatched_sizes=True,
-        )
-    except (OSError, ValueError) as error:
-        raise UserError(
-            f"cannot load model '{name}': {str(error).splitlines()[0]}; give a Hugging Face model name "
-            f"(needs network), a local model directory, '{MINILM}' or '{TINY_ROBERTA}'"
-        ) from error
-    backend_tokenizer = getattr(hf_tokenizer, "backend_tokenizer", None)
-    if backend_tokenizer is None or hf_tokenizer.mask_token_id is None:
-        raise UserError(f"model '{name}' needs a fast tokenizer with a mask token (a masked language model)")
-    config = hf_model.config
-    max_length = min(int(hf_tokenizer.model_max_length), 512)
-    info = ModelInfo(
-        label_names=list(label_names),
-        mask_id=int(hf_tokenizer.mask_token_id),
-        pad_id=int(hf_tokenizer.pad_token_id),
-        special_ids=sorted(int(i) for i in hf_tokenizer.all_special_ids),
-        max_length=max_length,
-        num_hidden_layers=int(config.num_hidden_layers),
-        hidden_size=int(config.hidden_size),
-        source=str(name),
-    )
-    model = SequenceClassifier(hf_model, sep_id=hf_tokenizer.sep_token_id)
-    return model, configure_tokenizer(backend_tokenizer, max_length), info
 
 
 def save_checkpoint(

@@ -48,6 +48,7 @@ from fmm_fast.core.progress import progress_bar
 from fmm_fast.core.records import Stopwatch, versions, write_record
 from fmm_fast.core.settings import BUCKET_BATCHES, WEIGHT_DECAY, TrainSettings
 from fmm_fast.data.base import TextDataset
+from fmm_fast.data.labels import model_label_indices, relabelled
 from fmm_fast.data.masking import (
     mask_explained_share,
     mask_training_batch,
@@ -56,12 +57,12 @@ from fmm_fast.data.masking import (
 )
 from fmm_fast.data.tokenization import encode_split
 from fmm_fast.training.base_models import TINY_ROBERTA
+from fmm_fast.training.hf_import import is_sequence_classifier, load_pretrained, open_classifier
 from fmm_fast.training.loop_state import RESUME_FILE, LoopState, read_resume_file, splits_digest
 from fmm_fast.training.models import (
     SequenceClassifier,
     build_tiny_roberta,
     load_checkpoint,
-    load_pretrained,
     quiet_transformers,
     save_checkpoint,
 )
@@ -238,13 +239,27 @@ def one_class_warning(predictions: np.ndarray, label_names: list[str], epoch: in
 
 
 def build_model(
-    model_name: str, dataset: TextDataset, layers: int, width: int, seed: int
+    model_name: str,
+    dataset: TextDataset,
+    layers: int,
+    width: int,
+    seed: int,
+    labels: list[str] | None = None,
 ) -> tuple[SequenceClassifier, Tokenizer, ModelInfo]:
-    """tiny-roberta (tokenizer trained on the train split's text, random weights) or a pretrained encoder."""
+    """tiny-roberta (tokenizer trained on the train split's text, random weights), a fine-tuned sequence
+    classifier to continue from (its head and label names kept; `labels` renames generic ones) or a
+    pretrained encoder with a new head for the dataset's labels."""
     if model_name == TINY_ROBERTA:
         train_split = dataset.splits["train"]
         texts = list(train_split.first) + list(train_split.second or [])
         return build_tiny_roberta(texts, dataset.label_names, layers=layers, width=width, seed=seed)
+    if is_sequence_classifier(model_name):
+        return open_classifier(model_name, labels)
+    if labels is not None:
+        raise UserError(
+            f"--labels names a classifier's labels, and '{model_name}' is no fine-tuned classifier: its new "
+            "head gets the dataset's labels; leave --labels out"
+        )
     torch.manual_seed(seed)  # the fresh classification head
     return load_pretrained(model_name, dataset.label_names)
 
@@ -293,6 +308,7 @@ class TrainingRun:
     tokenizer: Tokenizer
     info: ModelInfo
     device: torch.device
+    start: str  # scratch (tiny-roberta) | pretrained (a new head) | classifier (continued: head kept)
 
 
 @dataclass
@@ -324,9 +340,14 @@ def start_run(
     if dataset is None:
         dataset = settings.data.load()
     epochs = dataset.epochs if settings.epochs is None else settings.epochs
+    labels = list(settings.labels) if settings.labels else None
     model, tokenizer, info = build_model(
-        settings.model, dataset, settings.layers, settings.width, settings.seed
+        settings.model, dataset, settings.layers, settings.width, settings.seed, labels
     )
+    continued = settings.model != TINY_ROBERTA and is_sequence_classifier(settings.model)
+    if continued:  # the classifier's labels, in its order: the dataset's are matched to them by name
+        to_model = model_label_indices(dataset.label_names, info.label_names, settings.data.label_map)
+        dataset = relabelled(dataset, info.label_names, to_model)
     claim_directory(out_dir, "train", fields, overwrite, files=(RUN_FILE, MODEL_DIR, RESUME_FILE))
     # The checkpoint is its own source (load_checkpoint fills its path in); the base model goes in run.json.
     info = replace(
@@ -335,10 +356,12 @@ def start_run(
         dataset=dataset.name,
         source="",
         trained_precision=settings.backend.precision,
+        trained_by="fmm-fast",
     )
     device = resolve_torch_device(settings.backend.device)
     model.to(device)
-    return TrainingRun(settings, out_dir, dataset, epochs, model, tokenizer, info, device)
+    start = "classifier" if continued else "scratch" if settings.model == TINY_ROBERTA else "pretrained"
+    return TrainingRun(settings, out_dir, dataset, epochs, model, tokenizer, info, device, start)
 
 
 def training_data(run: TrainingRun, encoded: dict[str, EncodedSplit] | None) -> TrainingData:
@@ -380,6 +403,7 @@ def new_record(run: TrainingRun, data: TrainingData, total_steps: int) -> dict[s
         },
         "model": {
             "base": run.settings.model,
+            "start": run.start,
             "path": str(run.out_dir / MODEL_DIR),
             "device": str(run.device),
             "num_hidden_layers": run.info.num_hidden_layers,

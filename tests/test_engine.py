@@ -157,3 +157,21 @@ def test_rejects_a_budget_or_row_limit_below_one():
         MaskBatchEngine(backend, token_budget=0)
     with pytest.raises(ValueError, match="must be positive"):
         MaskBatchEngine(backend, max_rows=0)
+
+
+def test_keep_signals_serves_the_signals_of_scored_rows_without_running_them_again():
+    backend = RecordingBackend(interaction_model(14))
+    a, b, c = distinct_rows(15, [4, 6, 5])
+    engine = MaskBatchEngine(backend, cache_rows=2, keep_signals=True)
+
+    np.testing.assert_array_equal(engine.logits([a, b]), expected_logits(backend, [a, b]))
+    signals = engine.signals([b, a, b])  # both scored just now: nothing runs
+    np.testing.assert_array_equal(signals, np.stack([backend.row_signals(r) for r in (b, a, b)]))
+    assert len(backend.forwarded_rows()) == 2 and engine.stats.forward_rows == 2
+
+    engine.signals([c])  # a fresh row runs once, and its logits are cached with its signals
+    np.testing.assert_array_equal(engine.logits([c]), expected_logits(backend, [c]))
+    assert backend.forwarded_rows()[2:] == [tuple(c.tolist())]
+    # c evicted a (the least recently used of the two kept): a's signals go with its logits
+    np.testing.assert_array_equal(engine.signals([a])[0], backend.row_signals(a))
+    assert backend.forwarded_rows()[-1] == tuple(a.tolist()) and engine.stats.forward_rows == 4

@@ -28,7 +28,7 @@ def report(
     """Aggregate ACU/RACU over seeds (mean, 95% BCa CI), plot the erasure curves, write the tables: what
     `fmm-fast report` does, with its options.
 
-    dirs: folders (or results of fmm_fast.evaluate, aopc, masf, roar) searched for their records. html:
+    dirs: folders (or results of fmm_fast.evaluate, aopc, masf, roar, check) searched for their records. html:
     also report.html, one self-contained page; explanations: `fmm-fast explain` .jsonl files whose first
     examples it shows (needs html). out: the report folder (new, empty, or a report of the same dirs);
     None: a new temporary folder. Returns Report: report.json with the tables and figures beside it.
@@ -66,7 +66,7 @@ def report(
         if roar.groups:
             print(render_roar_markdown(roar))
             print(render_cost_markdown(roar))
-    for table in (written.peer_table, written.masf_table):
+    for table in (written.peer_table, written.masf_table, written.check_table):
         if table is not None:
             print(table)
     if html:

@@ -42,6 +42,8 @@ class MaskBatchEngine:
     token_budget bounds rows × padded length per batch; max_rows bounds rows per batch.
     cache_rows keeps the logits of that many recently evaluated rows, so e.g. the pass that scored
     an erasure step serves as the leave-one-out reference of the next step without running again.
+    keep_signals: every forward pass also computes the rows' MaSF signals and the cache keeps them beside
+    the logits, so `signals()` of rows that `logits()` just scored runs nothing (one pass serves both).
     """
 
     def __init__(
@@ -50,6 +52,7 @@ class MaskBatchEngine:
         token_budget: int = DEFAULT_TOKEN_BUDGET,
         max_rows: int = 512,
         cache_rows: int = 100_000,
+        keep_signals: bool = False,
     ) -> None:
         if token_budget < 1 or max_rows < 1:
             raise ValueError("token_budget and max_rows must be positive")
@@ -57,8 +60,10 @@ class MaskBatchEngine:
         self.token_budget = token_budget
         self.max_rows = max_rows
         self.cache_rows = cache_rows
+        self.keep_signals = keep_signals
         self.stats = EngineStats()
         self._cache: OrderedDict[bytes, np.ndarray] = OrderedDict()
+        self._signal_cache: dict[bytes, np.ndarray] = {}  # keep_signals only; evicted with _cache
 
     @property
     def info(self):
@@ -75,31 +80,41 @@ class MaskBatchEngine:
             elif key not in missing:
                 missing[key] = np.asarray(seq, dtype=np.int64)
         fresh: dict[bytes, np.ndarray] = {}
+        fresh_signals: dict[bytes, np.ndarray] = {}
         missing_keys = list(missing)
         for batch_keys, output in self._run(
-            [missing[k] for k in missing_keys], missing_keys, False, progress
+            [missing[k] for k in missing_keys], missing_keys, self.keep_signals, progress
         ):
             fresh.update(zip(batch_keys, output.logits, strict=True))
+            if output.signals is not None:
+                fresh_signals.update(zip(batch_keys, output.signals, strict=True))
         num_labels = self.info.num_labels
         out = np.empty((len(sequences), num_labels), dtype=np.float32)
         for row, key in enumerate(keys):
             out[row] = fresh[key] if key in fresh else self._cache[key]
-        self._remember(fresh)
+        self._remember(fresh, fresh_signals)
         return out
 
     def signals(self, sequences: Sequence[np.ndarray], progress=None) -> np.ndarray:
-        """(N,) sequences -> (N, L+1, D) float32 MaSF signals, in request order (deduplicated, not cached)."""
+        """(N,) sequences -> (N, L+1, D) float32 MaSF signals, in request order (deduplicated; cached only
+        with keep_signals, where cached rows run nothing and fresh ones are cached with their logits)."""
         self.stats.requested_rows += len(sequences)
         keys = [np.asarray(s, dtype=np.int64).tobytes() for s in sequences]
         unique: dict[bytes, np.ndarray] = {}
         for key, seq in zip(keys, sequences, strict=True):
-            unique.setdefault(key, np.asarray(seq, dtype=np.int64))
+            if key not in self._signal_cache:
+                unique.setdefault(key, np.asarray(seq, dtype=np.int64))
         unique_keys = list(unique)
         found: dict[bytes, np.ndarray] = {}
+        fresh: dict[bytes, np.ndarray] = {}
         for batch_keys, output in self._run([unique[k] for k in unique_keys], unique_keys, True, progress):
             assert output.signals is not None
             found.update(zip(batch_keys, output.signals, strict=True))
-        return np.stack([found[k] for k in keys]) if keys else np.empty((0, 0, 0), np.float32)
+            fresh.update(zip(batch_keys, output.logits, strict=True))
+        rows = [found[k] if k in found else self._signal_cache[k] for k in keys]
+        if self.keep_signals:
+            self._remember(fresh, found)
+        return np.stack(rows) if keys else np.empty((0, 0, 0), np.float32)
 
     def _run(
         self, sequences: list[np.ndarray], keys: list[bytes], with_signals: bool, progress
@@ -132,12 +147,16 @@ class MaskBatchEngine:
         if batch:
             yield batch
 
-    def _remember(self, fresh: dict[bytes, np.ndarray]) -> None:
+    def _remember(self, fresh: dict[bytes, np.ndarray], signals: dict[bytes, np.ndarray]) -> None:
+        """Cache fresh rows' logits (and with keep_signals their signals), least recently used out first."""
         if self.cache_rows <= 0:
             return
         self._cache.update(fresh)
+        if self.keep_signals:
+            self._signal_cache.update(signals)
         while len(self._cache) > self.cache_rows:
-            self._cache.popitem(last=False)
+            evicted, _ = self._cache.popitem(last=False)
+            self._signal_cache.pop(evicted, None)
 
 
 def mask_positions(input_ids: np.ndarray, masks: np.ndarray, mask_id: int) -> list[np.ndarray]:

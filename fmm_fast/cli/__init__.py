@@ -15,7 +15,18 @@ from fmm_fast.cli.app import app
 from fmm_fast.cli.once import OnceCommand
 from fmm_fast.core.errors import UserError
 
-COMMAND_MODULES = ["train", "export", "explain", "evaluate", "aopc", "roar", "masf", "report", "demo"]
+COMMAND_MODULES = [
+    "train",
+    "export",
+    "explain",
+    "evaluate",
+    "aopc",
+    "roar",
+    "masf",
+    "check",
+    "report",
+    "demo",
+]
 
 
 def _register() -> None:

@@ -19,7 +19,7 @@ def report_command(
         typer.Argument(
             metavar="DIR",
             help="Directories searched recursively for the result.json of `fmm-fast evaluate` and `roar`, "
-            "and the masf.json of `fmm-fast masf`.",
+            "the masf.json of `fmm-fast masf` and the check.json of `fmm-fast check`.",
         ),
     ],
     out: Annotated[
@@ -53,7 +53,8 @@ def report_command(
     """Aggregate ACU/RACU over seeds (mean, 95% BCa CI), plot the erasure curves, print the table.
 
     Results of `fmm-fast aopc` get their own table, OUT/peer-metrics.md; those of
-    `fmm-fast masf` their verdicts, OUT/masf.md and OUT/masf.png. ROAR runs (`fmm-fast roar`) get
+    `fmm-fast masf` their verdicts, OUT/masf.md and OUT/masf.png; those of `fmm-fast check` theirs,
+    OUT/check.md. ROAR runs (`fmm-fast roar`) get
     OUT/roar.md, each measure's ROAR RACU beside its no-retraining erasure RACU (of the run's step-0 model
     and of erasure runs of the same dataset given here), OUT/roar-cost.md (trainings, passes and wall time
     of both protocols) and one figure per measure. Every input is checked before anything is written.

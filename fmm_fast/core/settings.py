@@ -1,4 +1,4 @@
-"""The settings of each kind of run (train, evaluate, aopc, explain, masf), built once and frozen.
+"""The settings of each kind of run (train, evaluate, aopc, explain, masf, check), built once and frozen.
 
 The CLI (or the demo, or a Python caller) builds one settings object per run. Its `to_dict()` is what
 the run's record stores as "arguments"; `fingerprint()` hashes `fingerprint_fields()`, the fields that
@@ -346,6 +346,53 @@ class MasfSettings(ResumableSettings):
         if masked is not None and masked.is_dir():
             fields["masked_sets"] = content_id(masked)
         return fields
+
+
+DEFAULT_CHECK_RATIOS = tuple(round(0.1 * j, 1) for j in range(11))  # the erasure protocol's ratios
+DEFAULT_CALIBRATION_SIZE = 500  # validation examples the check calibrates MaSF on
+DEFAULT_CHECK_LIMIT = 200  # test examples the check masks
+
+
+@dataclass(frozen=True)
+class CheckSettings(ResumableSettings):
+    """`fmm-fast check`: the primary metric and the MaSF split-calibration p-value (docs/method.md §6) of
+    one model at every masking ratio of `ratios`, random masking as the `rand` erasure curve does it
+    (docs/method.md §4), and the verdict.
+
+    ratios: masked shares of the explained tokens, rising; 0 and 1 are always among them. seed: of the rand
+    masking and of the calibration's training-like masking. calibration_size: the first N validation
+    examples calibrate (split in halves A and B by calibration_seed; split_components principal components
+    per layer fitted on A). data.limit: the first N test examples are masked.
+    """
+
+    model: str
+    data: DataOptions
+    ratios: tuple[float, ...] = DEFAULT_CHECK_RATIOS
+    seed: int = 0
+    calibration_size: int = DEFAULT_CALIBRATION_SIZE
+    calibration_seed: int = 0
+    split_components: int = DEFAULT_SPLIT_COMPONENTS
+    engine: EngineOptions = field(default_factory=EngineOptions)
+    backend: BackendOptions = field(default_factory=BackendOptions)
+
+    def __post_init__(self) -> None:
+        from fmm_fast.protocols.masf.statistic import MIN_CALIBRATION_EXAMPLES  # Numba: not at CLI start-up
+
+        bad = [r for r in self.ratios if not (math.isfinite(r) and 0 <= r <= 1)]
+        least = 2 * MIN_CALIBRATION_EXAMPLES  # the split calibration's two halves
+        check(
+            [
+                (not bad, f"--ratios must be shares between 0 and 1, got {', '.join(map(str, bad))}"),
+                (
+                    self.calibration_size >= least,
+                    f"--calibration-size must be at least {least} ({least // 2} per half of the split "
+                    f"calibration), got {self.calibration_size}",
+                ),
+            ]
+        )
+        object.__setattr__(self, "ratios", tuple(sorted({0.0, 1.0, *(float(r) for r in self.ratios)})))
+        check_components(self.split_components)
+        _resolve_precision(self, [self.model])
 
 
 ROAR_MAX_STEPS = 10  # the reference's 10% steps

@@ -142,9 +142,10 @@ def erasure_steps(
     on_batch: Callable[[int], None] | None = None,
     engine_for: Callable[[Measure], MaskBatchEngine] | None = None,
     example_ids: np.ndarray | None = None,
+    ratios: Sequence[float] = RATIOS,
 ) -> Iterator[ErasureStep]:
     """Recursive erasure of `split` by the measure `spec` (of a run seeded `seed`) from step `first_step`
-    (inputs `current`) to r = 1.
+    (inputs `current`) to r = 1, over `ratios` (rising from 0 to 1; default the protocol's 0, 0.1, ..., 1).
 
     Yields each step as it finishes, so a caller can save it before the next one starts. The erasure of an
     example depends only on that example, so any sharding of a split gives the same steps (up to fp32 noise
@@ -155,7 +156,7 @@ def erasure_steps(
     mask_id = engine.info.mask_id
     report = on_batch or (lambda _: None)
     lengths = [int(e.sum()) for e in split.explained]
-    steps_total = len(RATIOS) - 1
+    steps_total = len(ratios) - 1
     for step in range(first_step, steps_total + 1):
         if step == steps_total:
             report(len(split))
@@ -170,7 +171,7 @@ def erasure_steps(
         else:
             scores = [np.asarray(s) for s in fixed_scores]
             report(len(split))
-        count = [int(masked_count(float(RATIOS[step]), n)) for n in lengths]
+        count = [int(masked_count(float(ratios[step]), n)) for n in lengths]
         current = [
             erase_top(ids, e, s, k, mask_id)
             for ids, e, s, k in zip(current, split.explained, scores, count, strict=True)

@@ -160,3 +160,36 @@ def _save(figure: Figure, path: Path, dpi: int | None = None) -> None:
     """Write `figure` as the PNG `path` through core.writing (atomic, never through a link)."""
     with replacing(path) as staged:
         figure.savefig(staged, format="png", dpi=dpi)
+
+
+def plot_check(record: dict, path: str | PathLike) -> None:
+    """The PNG of check_figure(record)."""
+    _save(check_figure(record), Path(path))
+
+
+def check_figure(record: dict) -> Figure:
+    """The figure of one `fmm-fast check` record: its primary metric against the masking ratio with the
+    majority baseline (top), and the MaSF Simes p-value per ratio with the 0.05 line (bottom, log axis)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    percent = [100 * point["ratio"] for point in record["points"]]
+    metric = record["metric"]
+    figure = Figure(figsize=(6, 6), dpi=120, layout="constrained")
+    FigureCanvasAgg(figure)
+    top, bottom = figure.subplots(2, 1, sharex=True)
+    values = [100 * p["metrics"][metric] for p in record["points"]]
+    top.plot(percent, values, marker="o", label="rand masking")
+    top.axhline(100 * record["majority_baseline"], color="gray", linestyle=":", label="majority baseline")
+    top.set_ylabel(f"{metric} (×100)")
+    top.legend(fontsize="small")
+    top.set_title(f"{record['dataset']}: {record['verdict']['text'].split(':')[0]}", fontsize="small")
+    simes = np.array([p["simes"] for p in record["points"]], dtype=np.float64)
+    floor = min(float(simes[simes > 0].min()) if (simes > 0).any() else 1.0, IN_DISTRIBUTION_LEVEL) / 10
+    bottom.plot(percent, np.maximum(simes, floor), marker="o", color="C1", label="MaSF Simes p (split)")
+    bottom.axhline(IN_DISTRIBUTION_LEVEL, color="gray", linestyle="--", linewidth=1, label="0.05")
+    bottom.set_yscale("log")
+    bottom.set_xlabel("masked explained tokens (%)")
+    bottom.set_ylabel("MaSF p-value" + (f" (0 drawn at {floor:.0e})" if (simes <= 0).any() else ""))
+    bottom.legend(fontsize="small")
+    return figure

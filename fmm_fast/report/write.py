@@ -15,6 +15,7 @@ from fmm_fast.core.outputs import claim_directory, finish_run
 from fmm_fast.core.records import ensure_writable, write_record
 from fmm_fast.core.writing import write_text
 from fmm_fast.report.aggregate import CurveScores, Estimate, GroupReport, Report, aggregate
+from fmm_fast.report.check import CHECK_TABLE, load_checks, render_check_markdown
 from fmm_fast.report.load import read_results
 from fmm_fast.report.masf import MASF_FIGURE, MASF_TABLE, load_masf_curves, write_masf
 from fmm_fast.report.order import BASELINE_MEASURE
@@ -242,12 +243,14 @@ def write_roar(roar: RoarReport, out: Path) -> list[Path]:
 @dataclass
 class Written:
     """What `write_report` wrote: the erasure report and the ROAR report (None when `dirs` hold only
-    peer-metrics or MaSF results), the peer-metrics table and the MaSF table (None when they hold none)."""
+    peer-metrics, MaSF or check results), the peer-metrics, MaSF and check tables (None when they hold
+    none)."""
 
     report: Report | None
     roar: RoarReport | None
     peer_table: str | None
     masf_table: str | None
+    check_table: str | None = None
 
 
 def write_report(
@@ -255,7 +258,8 @@ def write_report(
 ) -> Written:
     """The whole `fmm-fast report`: tables, figures and report.json for every result under `dirs` (the
     erasure part when there are evaluate results, the ROAR part when there are ROAR runs), peer-metrics.md
-    for the `--protocol aopc` ones and masf.md / masf.png for the `fmm-fast masf` ones.
+    for the `--protocol aopc` ones, masf.md / masf.png for the `fmm-fast masf` ones and check.md for the
+    `fmm-fast check` ones.
 
     Every input is read and checked before anything is written (a bad input leaves `out` as it was);
     then `out` is claimed as a report of these inputs (fmm_fast.core.outputs: a new directory, or one
@@ -266,9 +270,11 @@ def write_report(
     peer_records = load_peer_records(dirs)
     peer_table = render_peer_markdown(peer_records) if peer_records else None
     masf_curves = load_masf_curves(dirs)
+    checks = load_checks(dirs)
+    check_table = render_check_markdown(checks) if checks else None
     report = roar = None
     erasure = False  # whether there are evaluate results (not only ROAR runs)
-    if has_recursive_results(dirs) or (not peer_records and not masf_curves):
+    if has_recursive_results(dirs) or (not peer_records and not masf_curves and not checks):
         results = read_results(dirs)
         erasure = bool(results.evaluations)
         report = aggregate(results.evaluations, results.ignored)
@@ -276,6 +282,8 @@ def write_report(
     files = [PEER_TABLE] if peer_table is not None else []
     if masf_curves:
         files += [MASF_TABLE, MASF_FIGURE]
+    if check_table is not None:
+        files.append(CHECK_TABLE)
     if report is not None and erasure:
         files += [*table_names(report), *figure_names(report)]
     if roar is not None and roar.groups:
@@ -286,6 +294,8 @@ def write_report(
     if peer_table is not None:
         write_text(out / PEER_TABLE, peer_table)
     masf_table = write_masf(masf_curves, out) if masf_curves else None
+    if check_table is not None:
+        (out / CHECK_TABLE).write_text(check_table, encoding="utf-8")
     if report is not None and roar is not None:
         if erasure:
             write_tables(report, out)
@@ -294,4 +304,4 @@ def write_report(
             write_roar(roar, out)
         write_record(out / REPORT_FILE, {**report_to_dict(report), **roar_to_dict(roar)})
     finish_run(out)
-    return Written(report, roar, peer_table, masf_table)
+    return Written(report, roar, peer_table, masf_table, check_table)

@@ -1,0 +1,82 @@
+"""The report's check section: the verdicts of `fmm-fast check` runs (check.json) as one table.
+
+Per check one row: the model, its training strategy, the dataset, the primary metric unmasked and fully
+masked against the majority baseline, and the verdict: in distribution under masking, or out from r%.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from fmm_fast.core.errors import UserError
+from fmm_fast.core.reading import READ_ERRORS, shape_error
+from fmm_fast.core.records import read_record
+from fmm_fast.report.tables import markdown_table
+
+CHECK_FILE = "check.json"
+CHECK_TABLE = "check.md"
+_POINT = {"ratio": float, "metrics": {"*": float}, "simes": float}
+CHECK_RECORD = {
+    "kind": str,
+    "dataset": str,
+    "split": str,
+    "n_examples": int,
+    "metric": str,
+    "majority_baseline": float,
+    "model": {"path": str, "strategy": str},
+    "points": [_POINT],
+    "verdict": {"in_distribution": bool, "out_from": (float, None), "fix": (str, None)},
+}
+
+
+def load_checks(dirs: Sequence[Path]) -> list[dict]:
+    """Every check.json under `dirs` (a check.json path itself also counts), sorted by path, each with
+    its "path" added; UserError naming a file that is damaged or of the wrong shape."""
+    found = {d for d in dirs if d.is_file() and d.name == CHECK_FILE}
+    found.update(p for d in dirs if d.is_dir() for p in d.rglob(CHECK_FILE))
+    records = []
+    for path in sorted(found):
+        try:
+            record = read_record(path)
+            if error := shape_error(record, CHECK_RECORD):
+                raise ValueError(error)
+        except READ_ERRORS as error:
+            raise UserError(
+                f"malformed check result {path} ({error}); rerun `fmm-fast check` for it"
+            ) from None
+        records.append({**record, "path": str(path)})
+    return records
+
+
+def verdict_cell(verdict: dict) -> str:
+    """ "in distribution" or "out from r%" (and the fixing command)."""
+    if verdict["in_distribution"]:
+        return "in distribution under masking"
+    fix = f"; fix: `{verdict['fix']}`" if verdict["fix"] else ""
+    return f"out of distribution from {verdict['out_from']:.0%} masked{fix}"
+
+
+def render_check_markdown(records: list[dict]) -> str:
+    """One row per check: can erasure be trusted on that model and dataset?"""
+    rows = []
+    for record in records:
+        metric, points = record["metric"], record["points"]
+        rows.append(
+            [
+                record["model"]["path"],
+                record["model"]["strategy"],
+                f"{record['dataset']}/{record['split']} (n={record['n_examples']})",
+                metric,
+                f"{100 * points[0]['metrics'][metric]:.1f}",
+                f"{100 * points[-1]['metrics'][metric]:.1f}",
+                f"{100 * record['majority_baseline']:.1f}",
+                verdict_cell(record["verdict"]),
+            ]
+        )
+    header = ["Model", "Trained", "Data", "Metric", "Unmasked", "100% masked", "Majority", "Verdict"]
+    caption = (
+        "`fmm-fast check`: can erasure be trusted? Metric ×100 on the masked test split; out of distribution "
+        "where the MaSF Simes p-value (split calibration) is at most 0.05."
+    )
+    return "\n\n".join([caption, markdown_table(header, rows)]) + "\n"

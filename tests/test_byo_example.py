@@ -1,0 +1,41 @@
+"""The bring-your-own-classifier example runs in its tiny mode: a transformers classifier fine-tuned without
+fmm-fast, saved with save_pretrained, checked, masked-fine-tuned by fmm-fast from that folder, checked again,
+evaluated and reported."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+from fmm_fast.core.records import read_record
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "bring_your_own_classifier.py"
+
+
+def test_bring_your_own_classifier_tiny(tmp_path, capsys, monkeypatch, one_torch_thread):
+    spec = importlib.util.spec_from_file_location("bring_your_own_classifier", EXAMPLE)
+    example = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, example)  # its dataclass looks its module up
+    spec.loader.exec_module(example)
+    assert example.main(["--out", str(tmp_path), "--tiny"]) == 0
+    config = json.loads((tmp_path / "my-model" / "config.json").read_text())  # transformers' own folder
+    assert config["id2label"] == {"0": "negative", "1": "positive"}
+    assert not (tmp_path / "my-model" / "fmm_info.json").exists()
+    plain = read_record(tmp_path / "check-plain" / "check.json")
+    assert plain["model"]["strategy"] == "unknown" and plain["calibration"]["strategy"] == "plain"
+    training = read_record(tmp_path / "masked" / "run.json")  # continued from the folder, head kept
+    assert training["model"]["base"] == str(tmp_path / "my-model")
+    assert training["model"]["start"] == "classifier"
+    masked = read_record(tmp_path / "check-masked" / "check.json")
+    assert masked["model"]["strategy"] == "masked" and masked["calibration"]["strategy"] == "masked"
+    assert [p["ratio"] for p in masked["points"]] == [0.0, 0.5, 1.0]
+    assert read_record(tmp_path / "evaluate" / "seed-0" / "result.json")["n_examples"] == 3
+    table = (tmp_path / "report" / "check.md").read_text()
+    rows = [line for line in table.splitlines() if "my-model" in line]
+    assert len(rows) == 1 and "| unknown |" in rows[0]
+    printed = capsys.readouterr().out
+    assert f"$ fmm-fast check --model {tmp_path / 'my-model'} --dataset movie-snippets" in printed
+    assert f"plain fine-tuning:  {plain['verdict']['text']}" in printed
+    assert f"masked fine-tuning: {masked['verdict']['text']}" in printed

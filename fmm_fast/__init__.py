@@ -1,7 +1,7 @@
 """fmm-fast: fast faithfulness evaluation of NLP explanations (see README.md).
 
 One function per protocol, each the body of its command with the same options (snake_case) and
-defaults: `train`, `export`, `explain`, `evaluate`, `aopc`, `masf`, `roar`, `report`; `load` reads a
+defaults: `train`, `export`, `explain`, `evaluate`, `aopc`, `masf`, `roar`, `check`, `report`; `load` reads a
 result back from its folder. They are imported on first use, so `import fmm_fast` stays light (no
 NumPy, PyTorch or pandas): the evaluation-only install imports it without PyTorch.
 
@@ -29,12 +29,14 @@ _PUBLIC = {
     "aopc": "fmm_fast.api.peer",
     "masf": "fmm_fast.api.masf",
     "roar": "fmm_fast.api.roar",
+    "check": "fmm_fast.api.checking",
     "report": "fmm_fast.api.reporting",
     "load": "fmm_fast.api.results",
     "Evaluation": "fmm_fast.api.results",
     "PeerMetrics": "fmm_fast.api.results",
     "Masf": "fmm_fast.api.results",
     "Roar": "fmm_fast.api.results",
+    "Check": "fmm_fast.api.results",
     "Training": "fmm_fast.api.results",
     "Report": "fmm_fast.api.results",
     "Explanations": "fmm_fast.api.explanations",

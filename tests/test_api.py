@@ -25,6 +25,7 @@ FUNCTIONS = {  # command -> its function's name at the package root
     "aopc": "aopc",
     "masf": "masf",
     "roar": "roar",
+    "check": "check",
     "report": "report",
 }
 OUT_NONE = "out"  # a command's required --out is optional in Python: None runs in a temporary folder

@@ -227,6 +227,39 @@ class Masf(RunResult):
                 }
 
 
+class Check(RunResult):
+    """`fmm_fast.check`'s result: check.json, shown as the report's verdict table and the metric and MaSF
+    p-value per masking ratio.
+
+    Example: `fmm_fast.check("model.onnx", dataset="sst2").to_pandas()` has a row per ratio: the primary
+    metric, simes and in_distribution; `.record["verdict"]["text"]` says what it means.
+    """
+
+    RECORDS = "check.json"
+    COMMAND = "check"
+
+    def table(self) -> str:
+        from fmm_fast.report.check import load_checks, render_check_markdown
+
+        return render_check_markdown(load_checks([self.path / self.RECORDS]))
+
+    def plot(self) -> Figure:
+        from fmm_fast.report.plots import check_figure
+
+        return check_figure(self.record)
+
+    def rows(self) -> Iterator[dict[str, Any]]:
+        """(ratio, the primary metric, simes, in_distribution)."""
+        metric = self.record["metric"]
+        for point in self.record["points"]:
+            yield {
+                "ratio": point["ratio"],
+                metric: point["metrics"][metric],
+                "simes": point["simes"],
+                "in_distribution": point["in_distribution"],
+            }
+
+
 class Roar(RunResult):
     """`fmm_fast.roar`'s result: result.json, shown as the report's ROAR table and a measure's curves.
 
@@ -359,12 +392,12 @@ class Report(RunResult):
                 yield row
 
 
-RESULTS: tuple[type[RunResult], ...] = (Masf, Roar, Training, Report)
+RESULTS: tuple[type[RunResult], ...] = (Masf, Check, Roar, Training, Report)
 
 
 def load(directory: str | Path) -> RunResult:
     """The result a function or command wrote to (or a result saved to) `directory`: Evaluation,
-    PeerMetrics, Masf, Roar, Training or Report, told apart by the files there.
+    PeerMetrics, Masf, Check, Roar, Training or Report, told apart by the files there.
 
     Example: `fmm_fast.load("runs/evaluate")` after `fmm-fast evaluate --out runs/evaluate`.
     """
@@ -378,6 +411,6 @@ def load(directory: str | Path) -> RunResult:
 
         return (PeerMetrics if read_record(seeds[0]).get("kind") == RECORD_KIND else Evaluation)(directory)
     raise UserError(
-        f"{directory} holds no result of fmm-fast (seed-S/result.json, masf.json, result.json, run.json or "
-        "report.json); pass a folder a function or command wrote"
+        f"{directory} holds no result of fmm-fast (seed-S/result.json, masf.json, check.json, result.json, "
+        "run.json or report.json); pass a folder a function or command wrote"
     )

@@ -392,6 +392,8 @@ class CheckSettings(ResumableSettings):
         )
         object.__setattr__(self, "ratios", tuple(sorted({0.0, 1.0, *(float(r) for r in self.ratios)})))
         check_components(self.split_components)
+        _check_seed(self.seed)
+        _check_seed(self.calibration_seed, "--calibration-seed")
         _resolve_precision(self, [self.model])
 
 

@@ -206,6 +206,20 @@ def test_results_show_save_load_and_become_frames(tiny_babi, tmp_path) -> None:
     with pytest.raises(UserError, match="holds no"):
         fmm_fast.Masf.load(evaluation.path)
 
+    report = fmm_fast.report([evaluation, masf], html=True)
+    assert type(fmm_fast.load(report.path)) is fmm_fast.Report and (report.path / "report.html").is_file()
+    shown = report._repr_html_()
+    assert "loo-abs" in shown and "Simes" in shown  # the erasure table and the MaSF verdicts
+    assert set(report.to_pandas()["measure"]) == {"loo-abs", "rand"}
+
+
+def test_progress_bars_fit_the_place() -> None:
+    from fmm_fast.core.progress import IN_NOTEBOOK, progress_bar
+
+    assert not IN_NOTEBOOK  # pytest is no Jupyter kernel (tests/test_notebook.py checks one)
+    assert progress_bar(3, "x", quiet=True).disable
+    assert progress_bar(3, "x").disable  # stderr is captured here, not a terminal: no bar in logs
+
 
 def test_explanations_show_the_word_viewer_inline_and_round_trip(tiny_babi, tmp_path) -> None:
     _, onnx_path, data = tiny_babi

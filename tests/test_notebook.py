@@ -33,6 +33,11 @@ def test_quickstart_runs_in_a_kernel_and_shows_the_measures_and_the_words(tmp_pa
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     notebook = nbformat.read(NOTEBOOK, as_version=4)
+    bar_check = "import tqdm.notebook\nfrom fmm_fast.core.progress import progress_bar\n"
+    bar_check += (
+        "isinstance(progress_bar(2, 'bar'), tqdm.notebook.tqdm), progress_bar(2, 'bar', quiet=True).disable"
+    )
+    notebook.cells.append(nbformat.v4.new_code_cell(bar_check))  # the kernel's bar: a notebook one
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
     client = nbclient.NotebookClient(
         notebook,
@@ -68,5 +73,7 @@ def test_quickstart_runs_in_a_kernel_and_shows_the_measures_and_the_words(tmp_pa
     words = [word.strip(".,!?;:'\"()") for word in split.first[0].split()]
     assert sum(word in page for word in words if len(word) > 3) >= 3  # the first example's words are shown
 
-    masf = _html(code[-1])
+    bar = code[-1]["outputs"][0]["data"]["text/plain"]
+    assert bar == "(True, True)"  # a notebook bar in Jupyter, none when quiet
+    masf = _html(code[-2])
     assert "in-sample" in masf and "Simes" in masf and "<td>" in masf

@@ -39,7 +39,7 @@ class RunResult:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         files = sorted(self.path.glob(self.RECORDS))
-        if not files:
+        if not files and not self._holds_tables():
             raise UserError(
                 f"{self.path} holds no {self.RECORDS}; pass a folder that `fmm-fast {self.COMMAND}` (or "
                 f"fmm_fast.{self.COMMAND}) wrote, or a result's save() folder"
@@ -47,6 +47,10 @@ class RunResult:
         self.records: dict[str, dict[str, Any]] = {
             str(file.relative_to(self.path)): read_record(file) for file in files
         }
+
+    def _holds_tables(self) -> bool:
+        """Whether the folder holds this result without a record file (a report of peer metrics only)."""
+        return False
 
     @classmethod
     def load(cls, directory: str | Path) -> RunResult:
@@ -364,6 +368,9 @@ class Report(RunResult):
     RECORDS = "report.json"
     COMMAND = "report"
 
+    def _holds_tables(self) -> bool:
+        return any(self.path.glob("*.md"))  # peer metrics, MaSF or checks only: tables, no report.json
+
     def table(self) -> str:
         tables = sorted(self.path.glob("*.md"))
         return "\n\n".join(path.read_text(encoding="utf-8") for path in tables) or "(no tables)\n"
@@ -376,12 +383,12 @@ class Report(RunResult):
     def _groups(self) -> list:
         from fmm_fast.report.aggregate import load_report
 
-        files = [Path(f) for f in self.record["files"] if Path(f).is_file()]
+        files = [Path(f) for r in self.records.values() for f in r["files"] if Path(f).is_file()]
         return load_report(files).groups if files else []
 
     def rows(self) -> Iterator[dict[str, Any]]:
         """(dataset, strategy, measure) and each aggregated number (racu_mean, racu_low, ...)."""
-        for group in self.record["groups"]:
+        for group in (g for record in self.records.values() for g in record["groups"]):
             for name, measure in group["measures"].items():
                 row = {"dataset": group["dataset"], "strategy": group["strategy"], "measure": name}
                 for key, value in measure.items():

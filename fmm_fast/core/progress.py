@@ -4,9 +4,10 @@ on a terminal, a notebook bar in Jupyter (tqdm.auto; with ipywidgets), nothing i
 import sys
 
 from tqdm.auto import tqdm
+from tqdm.autonotebook import tqdm as chosen_tqdm
 from tqdm.std import tqdm as terminal_tqdm
 
-IN_NOTEBOOK = tqdm is not terminal_tqdm  # tqdm.auto chose its notebook bar: a Jupyter kernel with ipywidgets
+IN_NOTEBOOK = chosen_tqdm is not terminal_tqdm  # a Jupyter kernel with ipywidgets: tqdm.auto's notebook bar
 
 
 def progress_bar(total: int, desc: str, unit: str = "ex", quiet: bool = False, initial: int = 0) -> tqdm:

@@ -209,8 +209,9 @@ def test_results_show_save_load_and_become_frames(tiny_babi, tmp_path) -> None:
     report = fmm_fast.report([evaluation, masf], html=True)
     assert type(fmm_fast.load(report.path)) is fmm_fast.Report and (report.path / "report.html").is_file()
     shown = report._repr_html_()
-    assert "loo-abs" in shown and "Simes" in shown  # the erasure table and the MaSF verdicts
-    assert set(report.to_pandas()["measure"]) == {"loo-abs", "rand"}
+    assert "Simes" in shown  # the MaSF verdicts
+    # the tiny bAbI model does not converge: the report drops its seed, and says so
+    assert "Dropped seeds" in shown and str(evaluation.path / "seed-0" / "result.json") in str(report.record)
 
 
 def test_progress_bars_fit_the_place() -> None:

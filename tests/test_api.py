@@ -8,6 +8,7 @@ import inspect
 import json
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,12 @@ FUNCTIONS = {  # command -> its function's name at the package root
 OUT_NONE = "out"  # a command's required --out is optional in Python: None runs in a temporary folder
 # what differs between two runs of the same settings: clocks, the machine's load, versions of nothing else
 VOLATILE = ("seconds", "machine", "durations", "duration")
+
+
+@pytest.fixture(autouse=True)
+def temporary_folders_in_tmp_path(tmp_path, monkeypatch):
+    """out=None folders (tempfile.mkdtemp) land in the test's own tmp_path, not in the system's."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
 
 
 def _command_params() -> dict[str, list]:

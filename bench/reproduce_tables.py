@@ -4,7 +4,6 @@ steps wrote."""
 from __future__ import annotations
 
 import math
-import shutil
 import statistics
 import time
 from collections import defaultdict
@@ -14,6 +13,7 @@ from reproduce_plan import MASF_CALIBRATIONS, MASF_STRATEGIES, DatasetPlan, Scal
 from reproduce_steps import Step, Timings
 
 from fmm_fast.core.records import read_record
+from fmm_fast.core.writing import write_bytes, write_text
 from fmm_fast.measures.registry import PAPER_BEAM
 from fmm_fast.protocols.curve_stats import converged
 from fmm_fast.protocols.masf.statistic import IN_DISTRIBUTION_LEVEL
@@ -282,12 +282,12 @@ def copy_plots(study: Study, masf_only: bool = False) -> list[str]:
     copied = []
     report_plots = [*study.report_dir.glob("curves-*.png"), *study.report_dir.glob("roar-*.png")]
     for plot in [] if masf_only else sorted(report_plots):
-        shutil.copy2(plot, study.root / plot.name)
+        write_bytes(study.root / plot.name, plot.read_bytes())
         copied.append(plot.name)
     for plan in study.scale.datasets:
         for seed in study.scale.seeds:
             name = f"masf-{plan.dataset}-seed-{seed}.png"
-            shutil.copy2(study.masf_dir(plan.dataset, seed) / "masf.png", study.root / name)
+            write_bytes(study.root / name, (study.masf_dir(plan.dataset, seed) / "masf.png").read_bytes())
             copied.append(name)
     return copied
 
@@ -327,5 +327,5 @@ def write_readme(
         sections += ["## (f) Recursive ROAR: a new model at every step, beside no retraining"]
         sections += roar_section(study, command)
     path = study.root / (MASF_README if masf_only else README)
-    path.write_text("\n\n".join(sections) + "\n", encoding="utf-8")
+    write_text(path, "\n\n".join(sections) + "\n")
     return path

@@ -143,8 +143,8 @@ def check_directory(
         raise UserError(f"output path {directory} is a file; choose a directory")
     if not directory.is_dir() or not _occupants(directory):
         return True
-    _check_links(directory)
     marker = read_marker(directory)
+    _check_links(directory, (marker or {}).get("files", []))
     if marker is None:
         advice = "; --overwrite replaces only what an fmm-fast run wrote: move them yourself"
         raise UserError(
@@ -181,12 +181,12 @@ def _foreign(directory: Path, marker: dict[str, Any], prefix: str = "") -> list[
     return found
 
 
-def _check_links(directory: Path) -> None:
-    """UserError when an entry of `directory` is a symbolic link to a folder outside it: the run would
-    write through it into that folder (a link to a file is replaced, never followed: core.writing)."""
+def _check_links(directory: Path, names: Sequence[str]) -> None:
+    """UserError when an entry `names` lists (one the run writes into) is a symbolic link to a folder
+    outside `directory`: the run would write through it (a link to a file is replaced, never followed:
+    core.writing, which also refuses any other write that would leave the output)."""
     real = Path(os.path.realpath(directory))
-    for name in _occupants(directory):
-        entry = directory / name
+    for entry in (directory / name for name in names):
         target = Path(os.path.realpath(entry))
         if entry.is_symlink() and target.is_dir() and real not in target.parents:
             raise UserError(

@@ -16,7 +16,8 @@
 5. `fmm-fast evaluate` (recursive erasure of loo-abs and grad-l2 against rand; --tiny: grad-l2) on the
    masked model, and `fmm-fast report` of the two checks and the evaluation.
 
-Every fmm-fast step is printed as the command a user would type, then run (in this process). --tiny: a
+Every fmm-fast step is printed as the command a user would type, then run (in this process); a rerun into
+the same DIR reuses the fine-tuned folder, the finished masked training and the finished checks. --tiny: a
 2-layer, width-64 BERT on MiniLM's tokenizer and a few dozen sentences, to show the steps run (seconds; the
 verdicts of so small a model mean nothing).
 """
@@ -32,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import transformers
 from transformers import (
     AutoModelForSequenceClassification,
     AutoTokenizer,
@@ -65,7 +67,7 @@ class Sizes:
     measures: tuple[str, ...]
 
 
-REAL = Sizes(1000, 1, 5e-5, 1000, 1, 5e-5, None, (), 20, ("loo-abs", "grad-l2"))
+REAL = Sizes(1000, 1, 5e-5, 1000, 1, 5e-5, None, (), 50, ("loo-abs", "grad-l2"))
 TINY_CHECK = ("--calibration-size", "60", "--limit", "16", "--split-components", "8", "--ratios", "0.5")
 TINY = Sizes(48, 1, 1e-3, 120, 1, 1e-3, 3, TINY_CHECK, 3, ("grad-l2",))
 
@@ -78,10 +80,16 @@ def fmm_fast(*argv: str) -> None:
         raise SystemExit(code)
 
 
+def finished(record: Path) -> bool:
+    """Whether a training's run.json says it finished (a rerun of the example reuses it)."""
+    return record.is_file() and read_record(record).get("finished") is True
+
+
 def pretrained(tiny: bool, label_names: list[str]) -> tuple[AutoTokenizer, torch.nn.Module]:
     """MiniLM's tokenizer and a sequence classifier with a fresh head: MiniLM itself, or with --tiny a
     randomly initialised 2-layer BERT of width 64 on the same vocabulary."""
     base = pretrained_minilm()
+    transformers.logging.set_verbosity_error()  # no report of the new head's initialisation
     tokenizer = AutoTokenizer.from_pretrained(base)
     labels = {"id2label": dict(enumerate(label_names)), "label2id": {n: i for i, n in enumerate(label_names)}}
     if not tiny:
@@ -139,11 +147,15 @@ def main(argv: list[str] | None = None) -> int:
     fmm_fast("check", "--model", str(my_model), *data, *sizes.check, "--out", str(out / "check-plain"), "-q")
     plain = read_record(out / "check-plain" / "check.json")["verdict"]
     steps = ["--max-steps", str(sizes.masked_max_steps)] if sizes.masked_max_steps else []
-    fmm_fast(
+    training = [
         "train", "--model", str(my_model), "--strategy", "masked", *data, "--size", str(sizes.masked_size),
         "--epochs", str(sizes.masked_epochs), "--lr", str(sizes.masked_lr), *steps,
         "--out", str(out / "masked"), "-q",
-    )  # fmt: skip
+    ]  # fmt: skip
+    if finished(out / "masked" / "run.json"):  # `fmm-fast train` would train it again
+        print(f"\n(skipped, finished before) $ fmm-fast {shlex.join(training)}")
+    else:
+        fmm_fast(*training)
     masked_model = str(out / "masked" / "model")
     fmm_fast("check", "--model", masked_model, *data, *sizes.check, "--out", str(out / "check-masked"), "-q")
     masked = read_record(out / "check-masked" / "check.json")["verdict"]

@@ -168,6 +168,8 @@ CASES = [
     ("evaluate into a training run", EVALUATE + " --out {train}", "another run"),
     ("train into an evaluation", "train {babi} --out {eval}", "another run, of `fmm-fast evaluate`"),
     ("masf into an evaluation", "masf --model {onnx} {babi} --out {eval}", "of `fmm-fast evaluate`"),
+    ("check into an evaluation", "check --model {onnx} {babi} --out {eval}", "of `fmm-fast evaluate`"),
+    ("check ratios above 1", "check --model {onnx} {babi} --ratios 0.5,2 --out {new}", "--ratios"),
     (
         "evaluate into an evaluation with another --limit",
         EVALUATE + " --limit 4 --out {eval}",

@@ -24,7 +24,8 @@ def test_bring_your_own_classifier_tiny(tmp_path, capsys, monkeypatch, one_torch
     assert config["id2label"] == {"0": "negative", "1": "positive"}
     assert not (tmp_path / "my-model" / "fmm_info.json").exists()
     plain = read_record(tmp_path / "check-plain" / "check.json")
-    assert plain["model"]["strategy"] == "unknown" and plain["calibration"]["strategy"] == "plain"
+    assert plain["model"]["trained_by"] == "elsewhere" and plain["model"]["strategy"] == "unknown"
+    assert plain["calibration"]["strategy"] == "plain"  # never masked: calibrated unmasked
     training = read_record(tmp_path / "masked" / "run.json")  # continued from the folder, head kept
     assert training["model"]["base"] == str(tmp_path / "my-model")
     assert training["model"]["start"] == "classifier"
@@ -34,7 +35,7 @@ def test_bring_your_own_classifier_tiny(tmp_path, capsys, monkeypatch, one_torch
     assert read_record(tmp_path / "evaluate" / "seed-0" / "result.json")["n_examples"] == 3
     table = (tmp_path / "report" / "check.md").read_text()
     rows = [line for line in table.splitlines() if "my-model" in line]
-    assert len(rows) == 1 and "| unknown |" in rows[0]
+    assert len(rows) == 1 and "| elsewhere |" in rows[0]
     printed = capsys.readouterr().out
     assert f"$ fmm-fast check --model {tmp_path / 'my-model'} --dataset movie-snippets" in printed
     assert f"plain fine-tuning:  {plain['verdict']['text']}" in printed

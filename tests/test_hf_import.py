@@ -22,6 +22,7 @@ from safetensors.torch import load_file
 from fmm_fast.backends.loading import load_model
 from fmm_fast.cli import main
 from fmm_fast.core.datatypes import pad_batch
+from fmm_fast.training.models import quiet_transformers
 
 CORPUS = [
     "a gripping beautifully shot film with a tender heart",
@@ -65,6 +66,8 @@ ARCHITECTURES = {
     "deberta-v2": ("unigram-bert", WITH_TOKEN_TYPES, {"type_vocab_size": 0}),  # as DeBERTa-v3
 }
 LABELS = {0: "neg", 1: "pos"}
+# one optimizer step at a negligible learning rate: what training keeps of its start shows
+TINY_TRAINING = ["--epochs", "1", "--max-steps", "1", "--lr", "1e-9", "--batch-size", "4", "--quiet"]
 
 
 def _bert_template(tokenizer):
@@ -169,6 +172,7 @@ def save_classifier(
         PreTrainedTokenizerFast,
     )
 
+    quiet_transformers()  # no progress bar on stderr, where the tests read one error line
     family, inputs, overrides = ARCHITECTURES[architecture]
     tokenizer, specials = tokenizers[family]
     hf_tokenizer = PreTrainedTokenizerFast(
@@ -405,6 +409,10 @@ def test_generic_labels_are_named_or_paired_only_when_the_user_says(
         main(["export", "--model", str(folder), "--out", str(out), "--labels", "a,b,c", "--overwrite"]) == 2
     )
     _one_error_line(capsys, "--labels gives 3 names")
+    train = ["train", "--model", str(folder), *data_flags(pairs_csv), "--labels", "neg,pos", *TINY_TRAINING]
+    assert main([*train, "--out", str(tmp_path / "train")]) == 0, capsys.readouterr().err
+    config = json.loads((tmp_path / "train" / "model" / "config.json").read_text())
+    assert config["id2label"] == {"0": "neg", "1": "pos"}
 
 
 def test_training_continues_a_classifier_with_its_head_and_labels(
@@ -414,8 +422,7 @@ def test_training_continues_a_classifier_with_its_head_and_labels(
     folder = save_classifier(tmp_path / "mine", "bert", tokenizers, id2label={0: "pos", 1: "neg"})
     out = tmp_path / "train"
     argv = ["train", "--model", str(folder), *data_flags(pairs_csv), "--strategy", "masked"]
-    tiny_steps = ["--epochs", "1", "--max-steps", "1", "--lr", "1e-9", "--batch-size", "4", "--quiet"]
-    assert main([*argv, *tiny_steps, "--out", str(out)]) == 0, capsys.readouterr().err
+    assert main([*argv, *TINY_TRAINING, "--out", str(out)]) == 0, capsys.readouterr().err
     config = json.loads((out / "model" / "config.json").read_text())
     assert config["id2label"] == {"0": "pos", "1": "neg"}
     info = json.loads((out / "model" / "fmm_info.json").read_text())["info"]

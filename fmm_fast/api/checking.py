@@ -12,6 +12,7 @@ from fmm_fast.api.inputs import model_source, run_folder
 from fmm_fast.api.options import backend_arguments, data_arguments, engine_arguments
 from fmm_fast.api.results import Check
 from fmm_fast.backends.loading import load_model
+from fmm_fast.core.datatypes import trained_in
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.outputs import check_directory, claim_directory, finish_run, output_lock
 from fmm_fast.core.progress import progress_bar
@@ -91,7 +92,8 @@ def check(
         loaded = load_model(model, settings.backend)
         inputs = check_inputs(loaded, settings)  # a data or calibration mistake fails before the claim
         claim_directory(out, RUN_KIND, settings.fingerprint_fields(), overwrite, files=CHECK_FILES)
-        print(f"model {model} on {loaded.backend.name} (trained: {loaded.info.strategy})")
+        info = loaded.info
+        print(f"model {model} on {loaded.backend.name}, strategy {info.strategy}{trained_in(info)}")
         with progress_bar(1 + len(settings.ratios), "check", unit="set", quiet=quiet) as bar:
             record = check_model(loaded, settings, out, inputs, bar.update, started)
         plot_check(record, out / "check.png")

@@ -9,6 +9,7 @@ import typer
 
 from fmm_fast.cli.app import app
 from fmm_fast.cli.options import (
+    ModelOption,
     OverwriteOption,
     QuietOption,
     backend_options,
@@ -26,12 +27,7 @@ from fmm_fast.protocols.masf.reduction import DEFAULT_SPLIT_COMPONENTS
     split_help="Split whose masked copies are scored and tested.", limit=DEFAULT_CHECK_LIMIT, flags=True
 )
 def check(
-    model: Path = typer.Option(
-        ...,
-        "--model",
-        help="The model to check: a Hugging Face classifier folder (save_pretrained) or cached Hub name, a "
-        "checkpoint directory (`fmm-fast train`) or an ONNX file (`fmm-fast export`).",
-    ),
+    model: ModelOption,
     out: Path = typer.Option(..., "--out", help="Output directory (check.json, check.png)."),
     *,
     data: dict,

@@ -100,9 +100,9 @@ def run_check(
     inputs: CheckInputs,
     progress: Callable[[int], None] | None = None,
 ) -> dict:
-    """The check's points (ratio, metrics, p-values), resumed from and saved to out/state/points.json after
-    the calibration and after each ratio; progress(k) is told of k finished sets (the calibration is one,
-    each ratio one). Returns the finished state."""
+    """The check's points (ratio, metrics, p-values), saved to out/state/points.json after each ratio and
+    resumed from there (a resumed run calibrates again: the same inputs give the same fit); progress(k) is
+    told of k finished sets (the calibration is one, each ratio one). Returns the finished state."""
     test, ratios = inputs.test, settings.ratios
     saved = read_state(state_path(out), STATE_SHAPE, lambda state: _fits(state, test, ratios))
     state = saved or {"calibration": {}, "points": [], "masked": [[] for _ in test.input_ids]}
@@ -110,7 +110,10 @@ def run_check(
     if len(state["points"]) == len(ratios):
         report(1 + len(ratios))
         return state
-    engine = MaskBatchEngine(loaded.backend, token_budget=settings.engine.token_budget, keep_signals=True)
+    # keeps one masked set: its metric's pass serves its signals, and memory stays one set's signals
+    engine = MaskBatchEngine(
+        loaded.backend, token_budget=settings.engine.token_budget, cache_rows=len(test), keep_signals=True
+    )
     calibration = MaSFCalibration.fit(
         engine.signals(inputs.calibration), "split", settings.calibration_seed, settings.split_components
     )

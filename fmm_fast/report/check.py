@@ -1,7 +1,8 @@
 """The report's check section: the verdicts of `fmm-fast check` runs (check.json) as one table.
 
-Per check one row: the model, its training strategy, the dataset, the primary metric unmasked and fully
-masked against the majority baseline, and the verdict: in distribution under masking, or out from r%.
+Per check one row: the model, its training strategy ("elsewhere": not trained by fmm-fast), the dataset,
+the primary metric unmasked and fully masked against the majority baseline, and the verdict: in
+distribution under masking, or out from r%.
 """
 
 from __future__ import annotations
@@ -49,6 +50,11 @@ def load_checks(dirs: Sequence[Path]) -> list[dict]:
     return records
 
 
+def trained(model: dict) -> str:
+    """The model's training strategy, or "elsewhere" for a model fmm-fast did not train."""
+    return model["strategy"] if model.get("trained_by", "fmm-fast") == "fmm-fast" else "elsewhere"
+
+
 def verdict_cell(verdict: dict) -> str:
     """ "in distribution" or "out from r%" (and the fixing command)."""
     if verdict["in_distribution"]:
@@ -65,7 +71,7 @@ def render_check_markdown(records: list[dict]) -> str:
         rows.append(
             [
                 record["model"]["path"],
-                record["model"]["strategy"],
+                trained(record["model"]),
                 f"{record['dataset']}/{record['split']} (n={record['n_examples']})",
                 metric,
                 f"{100 * points[0]['metrics'][metric]:.1f}",

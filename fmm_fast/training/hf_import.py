@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -64,9 +65,9 @@ def resolve_model_dir(model: str | Path) -> Path:
             f"offline; download it once with `hf download {model}` where there is network, or give a folder"
         ) from error
     except (HFValidationError, OSError) as error:  # not a repo name, no such repo, no network
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise UserError(
-            f"model '{model}' is no local path and cannot be fetched from the Hugging Face Hub ({reason}); "
+            f"model '{model}' is no local path and cannot be fetched from the Hugging Face Hub "
+            f"({_first_line(error)}); "
             "give a checkpoint folder, a Hugging Face model folder or an .onnx file"
         ) from error
 
@@ -82,13 +83,15 @@ def open_classifier(
         classifier, tokenizer, info = load_checkpoint(directory)
     else:
         classifier, tokenizer, info = import_classifier(directory)
-    return classifier, tokenizer, rename_labels(info, label_names, directory)
+    info = rename_labels(info, label_names, directory)
+    config = classifier.hf_model.config  # a checkpoint saved from it names them alike
+    config.id2label = dict(enumerate(info.label_names))
+    config.label2id = {name: i for i, name in enumerate(info.label_names)}
+    return classifier, tokenizer, info
 
 
 def rename_labels(info: ModelInfo, label_names: list[str] | None, directory: Path) -> ModelInfo:
     """info with `label_names` (one per model label, distinct), or as it is for None."""
-    from dataclasses import replace
-
     if label_names is None:
         return info
     if len(label_names) != info.num_labels or len(set(label_names)) != len(label_names):

@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup demo test lint bench reproduce browser
+.PHONY: setup demo test lint bench reproduce browser chromium
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,7 @@ setup: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/fmm-fast demo
 
-test: $(STAMP)
+test: $(STAMP) chromium
 	$(BIN)/ruff check .
 	$(BIN)/pytest
 
@@ -32,9 +32,23 @@ bench: $(STAMP)
 reproduce: $(STAMP)
 	bench/reproduce
 
-# Headless Chromium (Debian's package) for tests/test_browser.py, which skips without it; not part of `make
-# test`'s set-up. Needs root (sudo when not root).
+# Headless Chromium (Debian's package) for the browser tests (tests/test_browser.py, tests/test_injection.py),
+# which skip without it. `make test` installs it when it is missing and it can: as root or with sudo that
+# asks no password, on Debian or Ubuntu (a failed install leaves the tests to skip); otherwise it says so
+# and the tests skip. `make browser` insists.
+CHROMIUM := $(shell command -v chromium || command -v chromium-browser || command -v google-chrome)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+CAN_INSTALL := $(shell command -v apt-get >/dev/null && { [ "$$(id -u)" = 0 ] || sudo -n true 2>/dev/null; } && echo yes)
+chromium:
+ifeq ($(CHROMIUM),)
+ifeq ($(CAN_INSTALL),yes)
+	-$(SUDO) apt-get update -q
+	-$(SUDO) apt-get install -y -q chromium
+else
+	@echo "no Chromium and no root or sudo to install it: the browser tests skip (make browser installs it)"
+endif
+endif
+
 browser:
 	$(SUDO) apt-get update
 	$(SUDO) apt-get install -y chromium

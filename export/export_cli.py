@@ -19,6 +19,21 @@ from fmm_fast.report.aggregate import Report, load_report
 from fmm_fast.report.write import report_fields
 
 
+def nothing_to_export(report: Report, results: Sequence[Path]) -> str:
+    """Why `report` (of `results`) has no (dataset, strategy) group to write, and what to do."""
+    where = ", ".join(map(str, results))
+    if report.dropped:
+        seeds = "; ".join(seed.describe() for seed in report.dropped)
+        return (
+            f"every seed under {where} is left out as not converged ({seeds}); retrain those models or "
+            "pass converged runs"
+        )
+    return (
+        f"no `fmm-fast evaluate` result under {where} (ROAR runs and other commands' results have no erasure "
+        "curves or tables here; `fmm-fast report` shows them); pass the folders evaluate wrote"
+    )
+
+
 def export_main(
     argv: Sequence[str] | None,
     writer: Callable[[Report, Path], list[Path]],
@@ -50,6 +65,8 @@ def export_main(
     try:
         with output_lock(args.out):  # a second process writing the same --out exits at once
             report = load_report(args.results)
+            if not report.groups:
+                raise UserError(nothing_to_export(report, args.results))
             fields = report_fields(args.results)
             claim_directory(args.out, "report", fields, args.overwrite, files=names(report))
             written = writer(report, args.out)

@@ -20,6 +20,7 @@ from fmm_fast.core.reading import READ_ERRORS, LineError, json_lines, shape_erro
 from fmm_fast.core.records import dumps_record, restore_non_finite
 from fmm_fast.core.settings import DEFAULT_EXPLAIN_BATCH_ROWS
 from fmm_fast.core.writing import replacing
+from fmm_fast.data.blank import BLANK_REASON, is_blank
 from fmm_fast.data.tokenization import encode_texts
 from fmm_fast.measures.base import ExplainBatch, Measure
 from fmm_fast.measures.spec import MeasureSpec, resolve_measure
@@ -126,10 +127,16 @@ def explain_texts(
     A text that truncates to no explained token gets an all-zero explanation. precision: fp32|bf16|auto
     for a model given by path.
     """
+    if not texts:
+        raise UserError("no text to explain; give at least one")
+    for kind, given in (("text", texts), ("pair", pairs or [])):
+        for number, text in enumerate(given):
+            if not isinstance(text, str):
+                raise UserError(f"{kind} {number} is a {type(text).__name__}, not a string; give str texts")
+            if is_blank(text):
+                raise UserError(f"{kind} {number} {BLANK_REASON}; give it words to explain")
     backend = BackendOptions(precision=precision)
     loaded = model if isinstance(model, LoadedModel) else load_model(model, backend)
-    if not texts or any(not t.strip() for t in texts):
-        raise UserError("every text to explain must be non-empty")
     names = loaded.info.label_names
     label_ids = [0] * len(texts) if labels is None else [_label_index(label, names) for label in labels]
     encoded = encode_texts(loaded.tokenizer, texts, pairs, np.asarray(label_ids, dtype=np.int64))

@@ -101,9 +101,26 @@ def read_state(path: Path, shape: Shape, valid: Callable[[dict], bool] | None = 
         if valid is not None and not valid(state):
             raise ValueError("it does not fit this run's examples")
     except READ_ERRORS as error:
-        print(f"fmm-fast: warning: {path} is damaged ({_reason(error)}); recomputing it", file=sys.stderr)
+        _warn_once(path, f"fmm-fast: warning: {path} is damaged ({_reason(error)}); recomputing it")
         return None
     return state
+
+
+# (file, its size and change time) already warned about: a run reads a damaged file in several places
+# (a step's record when it runs, when a later step searches for a trained model, when the result is
+# summed up), and the user needs to hear of it once; rewritten and damaged again, it is told again.
+_WARNED: set[tuple[str, int, int]] = set()
+
+
+def _warn_once(path: Path, message: str) -> None:
+    try:
+        status = path.stat()
+        key = (str(path.resolve()), status.st_size, status.st_mtime_ns)
+    except OSError:
+        key = (str(path), -1, -1)
+    if key not in _WARNED:
+        _WARNED.add(key)
+        print(message, file=sys.stderr)
 
 
 def _reason(error: BaseException) -> str:

@@ -20,12 +20,14 @@ from fmm_fast.core.errors import UserError
 from fmm_fast.core.optional_deps import PARQUET
 from fmm_fast.core.reading import json_lines
 from fmm_fast.data.base import TextSplit, stratified_split
+from fmm_fast.data.blank import BLANK_REASON, is_blank
 
 SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")  # .json: one JSON object per line, like .jsonl
 LOCAL_METRIC = "accuracy"
 # --metric for local files: accuracy for balanced classes, macro-F1 (the paper's choice) for imbalanced ones
 LOCAL_METRICS = {"accuracy": "accuracy", "macro-f1": "macro_f1"}
 LOCAL_EPOCHS = 10
+NESTED = {list: "list", dict: "JSON object"}  # what a JSON or Parquet cell may hold instead of one value
 
 
 @dataclass
@@ -126,15 +128,31 @@ def _parquet_rows(path: Path) -> list[dict]:
         raise ValueError(str(error)) from error
 
 
-def column_values(table: Table, field: str, path: Path, option: str) -> list:
-    """One column as Python values; UserError naming the columns if absent, or the row of a missing value."""
+def column_values(table: Table, field: str, path: Path, option: str) -> list[str | int | float | bool]:
+    """One column as Python values; UserError naming the columns if absent, or the row of a missing value
+    or of one that is a JSON list or object (a cell holds one text or label)."""
     if field not in table.columns:
         raise UserError(f"{path} has no field {field!r}; available: {', '.join(table.columns)}; fix {option}")
     values = table.columns[field]
     missing = next((row for row, value in enumerate(values) if value is None), None)
     if missing is not None:
         raise UserError(f"{path}: row {missing} has no value for {field!r}; fill or drop that row")
+    nested = next((row for row, value in enumerate(values) if not isinstance(value, str | int | float)), None)
+    if nested is not None:
+        kind = NESTED.get(type(values[nested]), "value of another kind")
+        raise UserError(
+            f"{path}: row {nested}'s {field!r} is a {kind}, not one text, number or true/false; fix that row"
+        )
     return values
+
+
+def text_values(table: Table, field: str, path: Path, option: str) -> list[str]:
+    """A text column as strings; UserError naming the first row whose text shows nothing (see blank)."""
+    texts = [str(value) for value in column_values(table, field, path, option)]
+    blank = next((row for row, text in enumerate(texts) if is_blank(text)), None)
+    if blank is not None:
+        raise UserError(f"{path}: row {blank}'s {field!r} {BLANK_REASON}; fill or drop that row")
+    return texts
 
 
 def label_indices(values: list, label_names: list[str] | None, path: Path) -> tuple[np.ndarray, list[str]]:
@@ -186,10 +204,8 @@ def local_file_splits(
             f"{path} is a local file; name its columns with --text-field and --label-field "
             f"(available: {', '.join(table.columns)})"
         )
-    first = [str(value) for value in column_values(table, text_field, path, "--text-field")]
-    second = None
-    if pair_field is not None:
-        second = [str(value) for value in column_values(table, pair_field, path, "--pair-field")]
+    first = text_values(table, text_field, path, "--text-field")
+    second = None if pair_field is None else text_values(table, pair_field, path, "--pair-field")
     labels, names = label_indices(column_values(table, label_field, path, "--label-field"), label_names, path)
     whole = TextSplit(first=first, second=second, labels=labels)
     splits = {name: whole.subset(rows) for name, rows in stratified_split(labels, seed).items()}

@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from fmm_fast.core.errors import UserError
-from fmm_fast.core.records import read_record
+from fmm_fast.core.reading import read_checked
 from fmm_fast.core.writing import write_text
 from fmm_fast.protocols.masf.statistic import IN_DISTRIBUTION_LEVEL
 from fmm_fast.report.identity import count_once, run_identity
@@ -29,20 +28,29 @@ def find_masf_files(dirs: Sequence[Path]) -> list[Path]:
     return sorted(found)
 
 
+# What the report reads of a masf.json: per model, the verdict at each ratio and its calibration.
+MASF_RECORD = {
+    "models": {
+        "*": {
+            "per_ratio": [{"ratio": float, "simes": float, "in_distribution": bool}],
+            "calibration?": {"method?": str, "p_value_floor?": (float, None)},
+        }
+    }
+}
+
+
 def load_masf_curves(dirs: Sequence[Path]) -> dict[str, dict]:
     """label -> {"per_ratio": per-ratio summaries ({"ratio", "simes", "in_distribution", ...}),
     "calibration": its method and p-value floor} of every model of every masf.json under `dirs` (each
-    run once: report.identity); labels name the run's folder when there are several runs."""
+    run once: report.identity); labels name the run's folder when there are several runs. UserError naming
+    a file that is damaged or holds a field of the wrong type."""
     read = []
     for path in find_masf_files(dirs):
-        try:
-            models = read_record(path)["models"]
-            runs = {
-                label: {"per_ratio": r["per_ratio"], "calibration": r.get("calibration", {})}
-                for label, r in models.items()
-            }
-        except (OSError, ValueError, LookupError, TypeError, AttributeError) as error:
-            raise UserError(f"malformed MaSF result {path} ({error}); rerun `fmm-fast masf` for it") from None
+        models = read_checked(path, MASF_RECORD, "rerun `fmm-fast masf` for it")["models"]
+        runs = {
+            label: {"per_ratio": run["per_ratio"], "calibration": run.get("calibration", {})}
+            for label, run in models.items()
+        }
         read.append((path, runs))
     read = count_once(read, lambda item: run_identity(item[0], None, item[1]), lambda item: item[0])
     files = [path for path, _ in read]

@@ -3,6 +3,8 @@ only once every input has been read."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -167,8 +169,15 @@ def roar_to_dict(roar: RoarReport) -> dict:
     }
 
 
+STEM_CHARACTERS = 120  # a figure's name stays far below the file systems' 255 bytes
+
+
 def _file_stem(*parts: str) -> str:
-    return "-".join(re.sub(r"[^A-Za-z0-9_.-]+", "_", part) for part in parts)
+    """The parts as a file name's stem; a long one is cut and told apart by a hash of the parts."""
+    stem = "-".join(re.sub(r"[^A-Za-z0-9_.-]+", "_", part) for part in parts)
+    if len(stem) <= STEM_CHARACTERS:
+        return stem
+    return f"{stem[:STEM_CHARACTERS]}-{hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:12]}"
 
 
 TABLES = {

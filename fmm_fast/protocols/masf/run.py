@@ -53,13 +53,12 @@ def masked_test_sets(
     for r in RATIOS[1:]:
         path = masked_dir / f"ratio-{r:.1f}.npz"
         if not path.is_file():
-            raise UserError(f"no saved masked test set {path}; run `fmm-fast evaluate --save-masked` first")
+            raise UserError(f"no saved masked test set {path}; {saved_sets_advice(masked_dir)}")
         try:
             sets[float(r)], _ = load_ragged(path)
         except (OSError, ValueError, KeyError, zipfile.BadZipFile) as error:  # what np.load raises
             raise UserError(
-                f"{path} is damaged ({error or type(error).__name__}); rerun `fmm-fast evaluate "
-                "--save-masked` for it"
+                f"{path} is damaged ({error or type(error).__name__}); {saved_sets_advice(masked_dir)}"
             ) from None
         if len(sets[float(r)]) != len(test_ids):
             raise UserError(
@@ -67,6 +66,28 @@ def masked_test_sets(
                 "use the same --dataset/--limit as the evaluation"
             )
     return sets
+
+
+def saved_sets_advice(masked_dir: Path) -> str:
+    """How to get the masked sets `fmm-fast evaluate --save-masked` keeps in SEED_DIR/masked/MEASURE
+    (masked_dir), naming the folders that hold them: --evaluation is a seed folder, not evaluate's --out."""
+    evaluation, measure = masked_dir.parent.parent, masked_dir.name
+    seeds = sorted(p.parent.parent for p in evaluation.glob(f"seed-*/masked/{measure}") if p.is_dir())
+    if seeds:
+        return (
+            f"{evaluation} is the --out of an evaluation; its masked sets are in its seed folders: give "
+            f"--evaluation {seeds[0]}" + (f" (or {', '.join(map(str, seeds[1:]))})" if seeds[1:] else "")
+        )
+    if evaluation.name.startswith("seed-"):
+        return (
+            f"rerun the evaluation that wrote {evaluation} (`fmm-fast evaluate --out {evaluation.parent}` "
+            f"with its options) adding --save-masked --measure {measure} --overwrite: it writes them to "
+            f"{masked_dir}"
+        )
+    return (
+        f"run `fmm-fast evaluate --save-masked --measure {measure} --out OUT` and give --evaluation "
+        "OUT/seed-S, the seed folder that holds them"
+    )
 
 
 @dataclass

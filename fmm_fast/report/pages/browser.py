@@ -1,5 +1,6 @@
 """Rendering a page in headless Chromium: its DOM after the page's script ran, its console errors and a
-screenshot. The browser test and docs/screenshots.py use it; `make browser` installs Chromium (Debian)."""
+screenshot. The browser tests and docs/screenshots.py use it; `make test` installs Chromium (Debian) where it
+can, `make browser` anyway."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Console entry point `fmm-fast`: one command per module, user mistakes become one line + exit 2.
+"""Console entry point `fmm-fast`: one command per module, user mistakes and disk errors (full, read-only,
+no permission: core.disk_errors) become one line + exit 2.
 
 A command module imports what loads Numba, SciPy, matplotlib or a backend inside its command, so that
 `fmm-fast --help` starts fast (tests/test_cli_startup.py).
@@ -13,6 +14,7 @@ from typer.core import TyperCommand
 
 from fmm_fast.cli.app import app
 from fmm_fast.cli.once import OnceCommand
+from fmm_fast.core.disk_errors import disk_error_line
 from fmm_fast.core.errors import UserError
 
 COMMAND_MODULES = [
@@ -68,6 +70,12 @@ def main(argv: list[str] | None = None) -> int:
         code = app(args=argv, standalone_mode=False)  # without standalone mode, typer.Exit(n) returns n
     except UserError as error:
         print(f"fmm-fast: error: {_one_line(str(error))}", file=sys.stderr)
+        return 2
+    except OSError as error:  # a full, read-only or forbidden disk is not a bug of fmm-fast: one line
+        line = disk_error_line(error)
+        if line is None:
+            raise
+        print(f"fmm-fast: error: {_one_line(line)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(

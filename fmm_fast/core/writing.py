@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
+from fmm_fast.core.disk_errors import naming
 from fmm_fast.core.errors import UserError
 
 _ROOTS: list[Path] = []  # the outputs this process writes into now (output_lock holds their locks)
@@ -67,20 +68,22 @@ def replacing(path: str | Path, suffix: str = "") -> Iterator[Path]:
     path = Path(path)
     check_inside(path)
     staged = path.with_name(staging_name(path.name, suffix))
-    if staged.is_symlink() or staged.exists():  # left by a killed process that had this pid
-        staged.unlink()
-    os.close(os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666))
-    try:
-        yield staged
-        descriptor = os.open(staged, os.O_RDONLY | os.O_NOFOLLOW)
+    with naming(path, staged):  # a full or read-only disk: an OSError naming `path`, not the staging file
+        if staged.is_symlink() or staged.exists():  # left by a killed process that had this pid
+            staged.unlink()
+        os.close(os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666))
         try:
-            os.fsync(descriptor)
-        finally:
-            os.close(descriptor)
-        os.replace(staged, path)
-    except BaseException:
-        staged.unlink(missing_ok=True)
-        raise
+            yield staged
+            descriptor = os.open(staged, os.O_RDONLY | os.O_NOFOLLOW)
+            try:
+                os.fsync(descriptor)
+            finally:
+                os.close(descriptor)
+            os.replace(staged, path)
+        except BaseException:
+            with suppress(OSError):  # the error that stopped the write is the one to report
+                staged.unlink(missing_ok=True)
+            raise
 
 
 def write_text(path: str | Path, text: str) -> None:

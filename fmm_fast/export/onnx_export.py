@@ -30,6 +30,7 @@ from tokenizers import Tokenizer
 from torch import nn
 
 from fmm_fast.core.datatypes import ModelInfo, pad_batch, trained_in, unpad
+from fmm_fast.core.disk_errors import naming
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.records import dumps_record
 from fmm_fast.core.writing import replacing
@@ -133,7 +134,10 @@ def export_onnx(
 
     out_path.parent.mkdir(parents=True, exist_ok=True)
     # Work next to out_path so the final rename is atomic and a failure leaves nothing behind.
-    with tempfile.TemporaryDirectory(prefix=".fmm-export-", dir=out_path.parent) as work:
+    with (
+        tempfile.TemporaryDirectory(prefix=".fmm-export-", dir=out_path.parent) as work,
+        naming(out_path, work),  # a full disk there: name the file being exported, not the work folder
+    ):
         work_dir = Path(work)
         plain = work_dir / "plain.onnx"
         sample = _trace_sample(batches, info.pad_id)

@@ -10,6 +10,7 @@ Recursive ROAR's next masked copy) starts afresh instead. The file goes once the
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import pickle
@@ -24,7 +25,7 @@ import torch
 from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.core.digest import stream_sha256
 from fmm_fast.core.outputs import as_recorded
-from fmm_fast.core.writing import replacing
+from fmm_fast.core.writing import write_bytes
 
 RESUME_FILE = "resume.pt"
 
@@ -83,8 +84,9 @@ class LoopState:
             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
             "numpy_rngs": json.dumps([self.order_rng.bit_generator.state, self.mask_rng.bit_generator.state]),
         }
-        with replacing(path) as staged:
-            torch.save(saved, staged)
+        staged = io.BytesIO()  # staged in memory: torch.save's file writer hides a full disk's OS error
+        torch.save(saved, staged)
+        write_bytes(path, staged.getvalue())
 
     def restore(self, saved: dict[str, Any]) -> dict[str, Any]:
         """Continue from a resume file's state (read_resume_file); returns run.json as it was written."""

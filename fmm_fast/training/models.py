@@ -18,6 +18,7 @@ from tokenizers import Tokenizer
 from torch import nn
 
 from fmm_fast.core.datatypes import ModelInfo
+from fmm_fast.core.disk_errors import naming
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.reading import read_checked
 from fmm_fast.core.writing import STAGING_MARK, replacing, write_text
@@ -161,7 +162,10 @@ def save_checkpoint(
 ) -> None:
     """Write a self-contained checkpoint directory (HF model + tokenizer.json + fmm_info.json)."""
     directory.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".", suffix=STAGING_MARK, dir=directory) as staging:
+    with (
+        naming(directory, directory),  # what the savers fail to write in it: the checkpoint's folder
+        tempfile.TemporaryDirectory(prefix=".", suffix=STAGING_MARK, dir=directory) as staging,
+    ):
         model.hf_model.save_pretrained(staging)  # its files, then each moved in through core.writing
         for saved in sorted(Path(staging).iterdir()):
             with replacing(directory / saved.name) as staged:

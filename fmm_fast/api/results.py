@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import io
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from fmm_fast.report.pages.markup import Html
 
 
-class RunResult:
+class RunResult(ABC):
     """The records of one run: `records` maps each record file's path under `path` to what it holds.
 
     Subclasses name their files (RECORDS, a glob under the folder) and give the table (Markdown, as the
@@ -70,17 +71,17 @@ class RunResult:
         """The record of a one-file result (masf.json, result.json, run.json); the first seed's otherwise."""
         return next(iter(self.records.values()))
 
+    @abstractmethod
     def table(self) -> str:
         """The result as the report's Markdown table."""
-        raise NotImplementedError
 
+    @abstractmethod
     def plot(self) -> Figure | None:
         """The result's figure (a matplotlib Figure, no pyplot), or None where it has none."""
-        raise NotImplementedError
 
+    @abstractmethod
     def rows(self) -> Iterator[dict[str, Any]]:
         """One flat dict per row of to_pandas()."""
-        raise NotImplementedError
 
     def to_pandas(self) -> pandas.DataFrame:
         """The rows as a pandas DataFrame (imported here: the evaluation install need not have pandas)."""
@@ -308,7 +309,8 @@ class Roar(RunResult):
 
 
 class Training(RunResult):
-    """`fmm_fast.train`'s result: run.json and the model it kept (`model_dir`, what model= takes).
+    """`fmm_fast.train`'s result: run.json and the model it kept (`model_dir`, what model= takes; save()
+    copies run.json only, the model stays where it was trained).
 
     Example: `trained = fmm_fast.train(dataset="movie-snippets", epochs=1)`; then
     `fmm_fast.evaluate(trained)`; `trained.to_pandas()` has a row per epoch.

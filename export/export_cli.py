@@ -14,13 +14,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from fmm_fast.core.errors import UserError
-from fmm_fast.core.outputs import claim_directory, output_lock
+from fmm_fast.core.outputs import check_directory, claim_directory, output_lock
 from fmm_fast.report.aggregate import Report, load_report
 from fmm_fast.report.write import report_fields
 
 
 def nothing_to_export(report: Report, results: Sequence[Path]) -> str:
-    """Why `report` (of `results`) has no (dataset, strategy) group to write, and what to do."""
+    """Why `report` (of `results`) has no (dataset, strategy) group to draw, and what to do."""
     where = ", ".join(map(str, results))
     if report.dropped:
         seeds = "; ".join(seed.describe() for seed in report.dropped)
@@ -30,7 +30,7 @@ def nothing_to_export(report: Report, results: Sequence[Path]) -> str:
         )
     return (
         f"no `fmm-fast evaluate` result under {where} (ROAR runs and other commands' results have no erasure "
-        "curves or tables here; `fmm-fast report` shows them); pass the folders evaluate wrote"
+        "curves to draw here; `fmm-fast report` draws theirs); pass the folders evaluate wrote"
     )
 
 
@@ -65,9 +65,10 @@ def export_main(
     try:
         with output_lock(args.out):  # a second process writing the same --out exits at once
             report = load_report(args.results)
-            if not report.groups:
-                raise UserError(nothing_to_export(report, args.results))
             fields = report_fields(args.results)
+            check_directory(args.out, "report", fields, args.overwrite)  # what --out holds is told first
+            if not names(report):
+                raise UserError(nothing_to_export(report, args.results))
             claim_directory(args.out, "report", fields, args.overwrite, files=names(report))
             written = writer(report, args.out)
     except UserError as error:

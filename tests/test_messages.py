@@ -72,8 +72,8 @@ def test_masked_sets_advice_names_the_seed_folder(tmp_path):
     assert "is damaged" in message
 
 
-@pytest.mark.parametrize("script", ["make_figures.py", "make_tables.py"])
-def test_an_export_script_with_nothing_to_write_says_why(tmp_path, monkeypatch, capsys, script):
+def test_make_figures_with_nothing_to_draw_says_why(tmp_path, monkeypatch, capsys):
+    script = "make_figures.py"
     roar_only = write_roar(tmp_path / "roar", seeds=(0,))
     unconverged = tmp_path / "unconverged"
     write_result(unconverged, "babi-2", "masked", 0, {"rand": (0.0, 0.0)}, unmasked=0.3, metric="micro_f1")

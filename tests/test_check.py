@@ -102,7 +102,7 @@ def test_masks_that_move_the_signals_are_out_of_distribution_with_the_fixing_com
     # the .onnx file trains from the checkpoint it was exported from, on the check's dataset
     fix = (
         f"fmm-fast train --model {checkpoint} --strategy masked --dataset babi-1 --size {data['size']} "
-        f"--test-size {data['test_size']} --out {checkpoint.parent.name}-masked"
+        f"--test-size {data['test_size']} --out {checkpoint.parent}-masked"
     )
     assert judged["fix"] == fix
     assert f"out of distribution from {judged['out_from']:.0%} masked" in judged["text"]

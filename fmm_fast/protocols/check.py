@@ -160,8 +160,8 @@ def run_check(
 
 def masked_training_command(model: str, loaded: LoadedModel, data: DataOptions) -> str:
     """The `fmm-fast train` command that masked-fine-tunes `model` on the check's dataset (its data options,
-    not --split/--limit: training uses every split), into NAME-masked. An .onnx file trains from the model
-    folder it was exported from."""
+    not --split/--limit: training uses every split), into NAME-masked beside it. An .onnx file trains from
+    the model folder it was exported from."""
     start = loaded.info.source if model.endswith(".onnx") and loaded.info.source else model
     flags = ["--model", start, "--strategy", "masked", "--dataset", data.dataset]
     for name in ("size", "test_size", "text_field", "pair_field", "label_field", "metric"):
@@ -170,8 +170,9 @@ def masked_training_command(model: str, loaded: LoadedModel, data: DataOptions) 
             flags += [f"--{name.replace('_', '-')}", str(value)]
     if data.label_map:
         flags += ["--label-map", ",".join(f"{a}={b}" for a, b in data.label_map)]
-    folder = Path(start)  # `fmm-fast train --out OUT` saves OUT/model: name the new one after OUT
-    flags += ["--out", f"{(folder.parent if folder.name == 'model' else folder).name}-masked"]
+    folder = Path(start)  # `fmm-fast train --out OUT` saves OUT/model: the new one goes beside OUT
+    trained = folder.parent if folder.name == "model" and folder.parent.name else folder
+    flags += ["--out", str(trained.with_name(f"{trained.name.removesuffix('.onnx')}-masked"))]
     return shlex.join(["fmm-fast", "train", *flags])
 
 

@@ -83,7 +83,7 @@ class MaskShiftBackend:
 def test_masks_that_move_the_signals_are_out_of_distribution_with_the_fixing_command(
     tiny_babi, tmp_path, capsys, monkeypatch
 ):
-    from fmm_fast.cli import check as check_command
+    from fmm_fast.api import checking as check_command
 
     checkpoint, onnx_path, data = tiny_babi
     load = check_command.load_model

@@ -188,7 +188,7 @@ def test_masf_on_the_onnx_model(tiny_babi, tmp_path, capsys):
 
 
 def test_masf_saturation_advice_without_size_names_what_can_help(capsys):
-    from fmm_fast.cli.masf import _warn_saturated_calibrations
+    from fmm_fast.api.masf import _warn_saturated_calibrations
 
     saturated = {"calibration": {"method": "in-sample", "n": 917, "p_value_floor": 0.2}}
     fine = {"calibration": {"method": "split", "n": 459, "p_value_floor": 1 / 460}}

@@ -287,10 +287,10 @@ def test_roar_overwrite_removes_only_its_own_files_at_every_level(done, tmp_path
     (one line, nothing removed); without them only what the run wrote goes."""
     _, paths = done
     out = tmp_path / "r"
-    line = f"roar {paths['babi']} --steps 1 --no-erasure --quiet --out {out}"
-    assert main(f"{line} --epochs 1".split()) == 0, capfd.readouterr().err
+    line = f"roar {paths['babi']} --steps 1 --no-erasure --layers 1 --width 32 --quiet --out {out}"
+    assert main(f"{line} --max-steps 1".split()) == 0, capfd.readouterr().err
     capfd.readouterr()
-    argv = f"{line} --epochs 2 --overwrite".split()
+    argv = f"{line} --max-steps 2 --overwrite".split()
     for inside in ("seed-0/notes.txt", "seed-0/rand/notes.txt", "seed-0/rand/step-100/notes.txt"):
         (out / inside).write_text("the user's")
         _assert_one_line_and_nothing_changed(argv, [tmp_path], capfd, f"{inside}")
@@ -298,7 +298,7 @@ def test_roar_overwrite_removes_only_its_own_files_at_every_level(done, tmp_path
     (out / "notes.txt").write_text("the user's, beside the run")
     assert main(argv) == 0, capfd.readouterr().err
     assert (out / "notes.txt").read_text() == "the user's, beside the run"
-    assert read_record(out / RUN_MARKER)["fields"]["epochs"] == 2
+    assert read_record(out / RUN_MARKER)["fields"]["max_steps"] == 2
 
 
 def test_a_copied_or_linked_run_is_counted_once_in_every_protocol(done, tmp_path, capfd):

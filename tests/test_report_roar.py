@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from test_report import cell, write_result
 
+from fmm_fast.api.roar import print_summary
 from fmm_fast.cli import main
-from fmm_fast.cli.roar import print_summary
 from fmm_fast.core.records import read_record, write_record
 from fmm_fast.protocols.curve_stats import RATIOS, acu_racu
 from fmm_fast.report.load import read_results

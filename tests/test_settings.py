@@ -13,7 +13,6 @@ import typer
 from fmm_fast.backends.options import BackendOptions
 from fmm_fast.cli import _register, main
 from fmm_fast.cli.app import app
-from fmm_fast.cli.options import parse_measure_options
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.records import read_record, write_record
 from fmm_fast.core.settings import (
@@ -26,6 +25,7 @@ from fmm_fast.core.settings import (
     TrainSettings,
 )
 from fmm_fast.data.options import DataOptions
+from fmm_fast.measures.registry import parse_measure_options
 from fmm_fast.report.load import load_result
 
 DATA = DataOptions("babi-1", "test", limit=5, size=40, test_size=10)

@@ -1,14 +1,12 @@
 """`fmm-fast check`: can erasure be trusted on this model and dataset? Metric and MaSF p-value versus masking
-ratio, and the verdict."""
+ratio, and the verdict, on top of `fmm_fast.check` (fmm_fast.api.checking)."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import typer
 
-from fmm_fast.backends.loading import load_model
 from fmm_fast.cli.app import app
 from fmm_fast.cli.options import (
     ModelOption,
@@ -18,42 +16,23 @@ from fmm_fast.cli.options import (
     data_options,
     engine_options,
 )
-from fmm_fast.core.datatypes import trained_in
-from fmm_fast.core.errors import UserError
-from fmm_fast.core.outputs import check_directory, claim_directory, finish_run, output_lock
-from fmm_fast.core.progress import progress_bar
-from fmm_fast.core.settings import (
-    DEFAULT_CALIBRATION_SIZE,
-    DEFAULT_CHECK_LIMIT,
-    BackendOptions,
-    CheckSettings,
-    EngineOptions,
-)
-from fmm_fast.data.options import DataOptions
+from fmm_fast.core.settings import DEFAULT_CALIBRATION_SIZE, DEFAULT_CHECK_LIMIT
 from fmm_fast.protocols.masf.reduction import DEFAULT_SPLIT_COMPONENTS
 
 
-def parse_ratios(text: str) -> tuple[float, ...]:
-    """ "0,0.2,0.5,1" -> (0.0, 0.2, 0.5, 1.0); UserError naming what is not a number."""
-    try:
-        return tuple(float(part) for part in text.split(","))
-    except ValueError:
-        raise UserError(
-            f"--ratios '{text}' is not a comma-separated list of numbers; write e.g. 0,0.5,1"
-        ) from None
-
-
 @app.command()
-@backend_options()
-@engine_options(explain_rows=False)
-@data_options(split_help="Split whose masked copies are scored and tested.", limit=DEFAULT_CHECK_LIMIT)
+@backend_options(flags=True)
+@engine_options(explain_rows=False, flags=True)
+@data_options(
+    split_help="Split whose masked copies are scored and tested.", limit=DEFAULT_CHECK_LIMIT, flags=True
+)
 def check(
     model: ModelOption,
     out: Path = typer.Option(..., "--out", help="Output directory (check.json, check.png)."),
     *,
-    data: DataOptions,
+    data: dict,
     ratios: str = typer.Option(
-        "0,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1",
+        "0,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1",  # fmm_fast.api.checking.DEFAULT_RATIOS
         metavar="R,R,...",
         help="Masked shares of the explained tokens to test (0 and 1 are always tested).",
     ),
@@ -72,8 +51,8 @@ def check(
     ),
     overwrite: OverwriteOption = False,
     quiet: QuietOption = False,
-    engine: EngineOptions,
-    backend: BackendOptions,
+    engine: dict,
+    backend: dict,
 ) -> None:
     """Can erasure be trusted on this model and dataset? A verdict in minutes.
 
@@ -88,32 +67,19 @@ def check(
     accuracy as masking removes the evidence is what erasure measures. Each ratio is saved as it finishes:
     rerun the same command to resume.
     """
-    started = time.perf_counter()
-    with output_lock(out):  # before any model loads: a second process on this --out exits at once
-        # these load Numba, SciPy and matplotlib: imported on use, so --help starts fast (and after the lock)
-        from fmm_fast.protocols.check import CHECK_FILES, RUN_KIND, check_inputs, check_model, summary_lines
-        from fmm_fast.report.plots import plot_check
+    from fmm_fast.api.checking import check as run  # loads NumPy and the backends: not at --help
 
-        settings = CheckSettings(
-            str(model),
-            data,
-            parse_ratios(ratios),
-            seed,
-            calibration_size,
-            calibration_seed,
-            split_components,
-            engine=engine,
-            backend=backend,
-        )
-        check_directory(out, RUN_KIND, settings.fingerprint_fields(), overwrite)
-        loaded = load_model(model, settings.backend)
-        inputs = check_inputs(loaded, settings)  # a data or calibration mistake fails before the claim
-        claim_directory(out, RUN_KIND, settings.fingerprint_fields(), overwrite, files=CHECK_FILES)
-        info = loaded.info
-        print(f"model {model} on {loaded.backend.name}, strategy {info.strategy}{trained_in(info)}")
-        with progress_bar(1 + len(settings.ratios), "check", unit="set", quiet=quiet) as bar:
-            record = check_model(loaded, settings, out, inputs, bar.update, started)
-        plot_check(record, out / "check.png")
-        finish_run(out)
-    print("\n".join(summary_lines(record)))
-    print(f"wrote {out / 'check.json'}, {out / 'check.png'}")
+    run(
+        model,
+        out=out,
+        ratios=ratios,
+        calibration_size=calibration_size,
+        seed=seed,
+        calibration_seed=calibration_seed,
+        split_components=split_components,
+        overwrite=overwrite,
+        quiet=quiet,
+        **data,
+        **engine,
+        **backend,
+    )

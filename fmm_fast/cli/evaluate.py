@@ -1,18 +1,13 @@
-"""`fmm-fast evaluate`: recursive erasure curves with ACU/RACU for one model (resumable). The peer metrics,
-whose ranking is computed once, are `fmm-fast aopc`."""
+"""`fmm-fast evaluate`: recursive erasure curves with ACU/RACU for one model (resumable), on top of
+`fmm_fast.evaluate` (fmm_fast.api.evaluation). The peer metrics, whose ranking is computed once, are
+`fmm-fast aopc`."""
 
 from __future__ import annotations
 
-import csv
-from dataclasses import replace
-from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 
-from fmm_fast.backends.engine import MaskBatchEngine
-from fmm_fast.backends.loading import LoadedModel, load_model
 from fmm_fast.cli.app import app
 from fmm_fast.cli.options import (
     FidelitySampleOption,
@@ -25,42 +20,20 @@ from fmm_fast.cli.options import (
     backend_options,
     data_options,
     engine_options,
-    parse_measure_options,
     scale_options,
 )
-from fmm_fast.cli.seed_runs import (
-    check_outputs,
-    claim_container,
-    fidelity_sides,
-    print_header,
-    seed_directory,
-    shared_fields,
-)
-from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.core.errors import UserError
-from fmm_fast.core.outputs import finish_run, output_lock
-from fmm_fast.core.progress import progress_bar
-from fmm_fast.core.settings import DEFAULT_FIDELITY_SAMPLE, BackendOptions, EngineOptions, EvaluationSettings
-from fmm_fast.core.writing import replacing
-from fmm_fast.data.base import TextDataset
-from fmm_fast.data.options import DataOptions, open_split
-from fmm_fast.distributed.runtime import ScaleOptions, check_scale_out, check_worker_precision
-
-if TYPE_CHECKING:
-    from fmm_fast.distributed.pool import WorkerPool
-    from fmm_fast.protocols.fidelity import Sides
-
-CURVE_FILES = ("curves.csv", "curves.png")
+from fmm_fast.core.settings import DEFAULT_FIDELITY_SAMPLE
 
 
 @app.command()
-@scale_options()
-@backend_options()
-@engine_options()
-@data_options(split_help="Split to erase.")
+@scale_options(flags=True)
+@backend_options(flags=True)
+@engine_options(flags=True)
+@data_options(split_help="Split to erase.", flags=True)
 def evaluate(
     model: ModelOption,
-    data: DataOptions,
+    data: dict,
     out: Path = typer.Option(..., "--out", help="Output directory (result.json, curves.csv, curves.png)."),
     measure: MeasuresOption = ["loo-abs"],  # noqa: B006  (typer copies the default)
     measure_option: MeasureOptionsOption = [],  # noqa: B006
@@ -73,9 +46,9 @@ def evaluate(
     quiet: QuietOption = False,
     protocol: str = typer.Option("recursive", hidden=True),  # the peer metrics moved to `fmm-fast aopc`
     *,
-    engine: EngineOptions,
-    backend: BackendOptions,
-    scale: ScaleOptions | None,
+    engine: dict,
+    backend: dict,
+    scale: dict,
 ) -> None:
     """Recursive erasure at r = 0, 0.1, ..., 1 and ACU/RACU against `rand` (docs/method.md §4, §5).
 
@@ -90,125 +63,20 @@ def evaluate(
             f"--protocol {protocol}: the peer metrics are their own command now; run `fmm-fast aopc` with "
             "the same options (without --protocol)"
         )
-    settings = EvaluationSettings(
-        str(model),
-        data,
-        tuple(measure),
-        seed[0],
-        parse_measure_options(measure_option),
-        save_masked,
-        engine,
-        backend,
-        fidelity_sample,
-    )  # a typo in a measure or option fails before any work
-    if scale is not None:
-        check_scale_out(scale, model, settings.specs)
-    runs = {s: replace(settings, seed=s) for s in seed}
-    with output_lock(out):  # before the model and data load: a second process on this --out exits at once
-        # these load Numba and SciPy: imported on use, so --help starts fast (and after the lock)
-        from fmm_fast.distributed.pool import open_pool
-        from fmm_fast.protocols.erasure import RUN_KIND
+    from fmm_fast.api.evaluation import evaluate as run  # loads NumPy and the backends: not at --help
 
-        shared = shared_fields(settings)
-        check_outputs(out, RUN_KIND, shared, runs, overwrite)  # before any work
-        check_worker_precision(scale, settings.backend.precision)
-        loaded = load_model(model, settings.backend)
-        text_dataset, encoded = open_split(loaded, data)
-        claim_container(out, RUN_KIND, shared, seed, CURVE_FILES, overwrite)
-        mask_engine = MaskBatchEngine(loaded.backend, token_budget=engine.token_budget)
-        print_header(model, loaded, text_dataset.name, data.split, len(encoded), measure)
-        sides = fidelity_sides(model, loaded, settings)
-        with open_pool(scale, model, settings.backend.provider, engine.token_budget) as pool:
-            _evaluate_seeds(out, runs, loaded, text_dataset, encoded, mask_engine, pool, quiet, sides)
-
-
-def _evaluate_seeds(
-    out: Path,
-    runs: dict[int, EvaluationSettings],
-    loaded: LoadedModel,
-    text_dataset: TextDataset,
-    encoded: EncodedSplit,
-    engine: MaskBatchEngine,
-    pool: WorkerPool | None,
-    quiet: bool,
-    sides: Sides | None,
-) -> None:
-    """Every seed's recursive curves into OUT/seed-S (in this process, or on `pool`'s Ray workers), then
-    the curves of all seeds as CSV and PNG. sides: of each seed's fidelity estimate (fidelity_sides)."""
-    from fmm_fast.distributed.evaluation import evaluate_sharded
-    from fmm_fast.protocols.erasure import evaluate_model
-    from fmm_fast.protocols.fidelity import FidelitySample, fidelity_estimate
-    from fmm_fast.report.plots import plot_run_curves
-
-    rows = []
-    progress = None if quiet else progress_bar
-    for s, settings in runs.items():
-        run_dir = seed_directory(out, s)
-        if pool is None:
-            estimate = None
-            if sides is not None:
-                sample = FidelitySample.draw(encoded, settings.fidelity_sample, s)
-                arguments = (settings.specs, s, sample, sides, text_dataset.metric)
-                estimate = partial(fidelity_estimate, *arguments, settings.engine.explain_batch_rows)
-            record = evaluate_model(
-                loaded, text_dataset, encoded, settings, run_dir, engine, progress, estimate
-            )
-        else:
-            record = evaluate_sharded(pool, loaded, text_dataset, encoded, settings, run_dir, progress)
-        rows += _curve_rows(record)
-        _print_summary(record, run_dir)
-    _write_csv(out / "curves.csv", rows)
-    plot_run_curves([seed_directory(out, s) / "result.json" for s in runs], out / "curves.png")
-    finish_run(out)
-    print(f"wrote {out / 'curves.csv'}, {out / 'curves.png'}")
-
-
-def _curve_rows(record: dict) -> list[dict]:
-    rows = []
-    for name, curve in record["curves"].items():
-        for j, ratio in enumerate(record["ratios"]):
-            rows.append(
-                {
-                    "seed": record["seed"],
-                    "measure": name,
-                    "ratio": ratio,
-                    **{metric: values[j] for metric, values in curve.items()},
-                }
-            )
-    return rows
-
-
-def _write_csv(path: Path, rows: list[dict]) -> None:
-    if not rows:
-        raise UserError("no curves were computed")
-    with replacing(path) as staged, staged.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-
-
-def _print_summary(record: dict, run_dir: Path) -> None:
-    metric = record["metric"]
-    print(
-        f"\nseed {record['seed']}: {record['dataset']}/{record['split']}, {record['n_examples']} examples, "
-        f"primary metric {metric} (majority baseline {record['majority_baseline']:.3f})"
+    run(
+        model,
+        out=out,
+        measure=measure,
+        measure_option=measure_option,
+        seed=seed,
+        save_masked=save_masked,
+        fidelity_sample=fidelity_sample,
+        overwrite=overwrite,
+        quiet=quiet,
+        **data,
+        **engine,
+        **backend,
+        **scale,
     )
-    print(f"{'measure':<16}{'signed':>7}{'r=0':>8}{'r=0.5':>8}{'r=1':>8}{'ACU':>9}{'RACU':>9}{'seconds':>9}")
-    undefined = set()
-    for name, m in record["measures"].items():
-        curve = record["curves"][name][metric]
-        racu = "undef.*" if "racu_undefined" in m else f"{100 * m['racu']:.1f}"
-        undefined.update([m["racu_undefined"]] if "racu_undefined" in m else [])
-        print(
-            f"{name:<16}{'yes' if m['signed'] else 'no':>7}{curve[0]:>8.3f}{curve[5]:>8.3f}{curve[-1]:>8.3f}"
-            f"{100 * m['acu']:>9.1f}{racu:>9}{m['seconds']:>9.1f}"
-        )
-    for reason in sorted(undefined):
-        print(f"* RACU undefined: {reason}")
-    print(
-        f"(ACU/RACU ×100; read RACU for unsigned measures, ACU for signed ones) → {run_dir / 'result.json'}"
-    )
-    if "fidelity" in record:
-        from fmm_fast.protocols.fidelity import fidelity_lines
-
-        print("\n".join(fidelity_lines(record["fidelity"])))

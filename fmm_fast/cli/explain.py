@@ -1,14 +1,12 @@
 """`fmm-fast explain`: importance scores for the examples of a dataset split, as JSON Lines (+ HTML), and the
-run record beside them."""
+run record beside them, on top of `fmm_fast.explain` (fmm_fast.api.explaining)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
-from fmm_fast.backends.loading import LoadedModel, load_model
 from fmm_fast.cli.app import app
 from fmm_fast.cli.options import (
     FidelitySampleOption,
@@ -20,74 +18,19 @@ from fmm_fast.cli.options import (
     backend_options,
     data_options,
     engine_options,
-    parse_measure_options,
     scale_options,
 )
-from fmm_fast.cli.seed_runs import fidelity_sides
-from fmm_fast.core.datatypes import EncodedSplit
-from fmm_fast.core.errors import UserError
-from fmm_fast.core.machine import machine_record
-from fmm_fast.core.outputs import check_file, output_lock
-from fmm_fast.core.progress import progress_bar
-from fmm_fast.core.records import Stopwatch, read_record, split_run_header, versions, write_record
-from fmm_fast.core.settings import DEFAULT_FIDELITY_SAMPLE, BackendOptions, EngineOptions, ExplainSettings
-from fmm_fast.data.base import TextDataset
-from fmm_fast.data.options import DataOptions, open_split
-from fmm_fast.distributed.runtime import ScaleOptions, check_scale_out, check_worker_precision
-from fmm_fast.report.pages.document import GENERATOR
-
-EXPLANATION_KEYS = {"tokens", "scores", "measure"}  # in every line `fmm-fast explain` writes
-RECORD_KIND = "explain"
-RECORD_SUFFIX = ".run.json"  # OUT's run record: OUT with this suffix
-
-
-def written_by_explain(path: Path) -> bool:
-    """Whether `path` is what `fmm-fast explain` writes: JSON Lines whose first line is an explanation,
-    the HTML page of one (whose head carries fmm-fast's generator tag), or its run record."""
-    try:
-        if path.name.endswith(RECORD_SUFFIX):
-            return read_record(path).get("kind") == RECORD_KIND
-        with path.open(encoding="utf-8") as handle:
-            if path.suffix == ".html":
-                return GENERATOR in handle.read(4096)
-            first = json.loads(handle.readline())
-    except (OSError, ValueError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-        return False
-    return isinstance(first, dict) and set(first) >= EXPLANATION_KEYS
-
-
-def explain_record(
-    settings: ExplainSettings,
-    loaded: LoadedModel,
-    dataset: TextDataset,
-    encoded: EncodedSplit,
-    files: list[Path],
-    seconds: dict[str, float],
-    total_seconds: float,
-    workers: dict | None,
-) -> dict:
-    """OUT's run record: what ran on what (the arguments as given, the measures resolved), the files it
-    wrote, the seconds of each measure and in all, and with Ray the workers' account."""
-    record = {
-        **split_run_header(RECORD_KIND, settings, loaded, dataset, encoded),
-        "measures": [spec.name for spec in settings.specs],
-        "n_examples": len(encoded),
-        "files": [path.name for path in files],
-        "durations": {"measures_seconds": seconds, "total_seconds": total_seconds},
-        "versions": versions(),
-        "machine": machine_record(),
-    }
-    return record if workers is None else {**record, "workers": workers}
+from fmm_fast.core.settings import DEFAULT_EXPLAIN_LIMIT, DEFAULT_FIDELITY_SAMPLE
 
 
 @app.command()
-@scale_options()
-@backend_options()
-@engine_options()
-@data_options(split_help="Split to explain.", limit=20)
+@scale_options(flags=True)
+@backend_options(flags=True)
+@engine_options(flags=True)
+@data_options(split_help="Split to explain.", limit=DEFAULT_EXPLAIN_LIMIT, flags=True)
 def explain(
     model: ModelOption,
-    data: DataOptions,
+    data: dict,
     measure: list[str] = typer.Option(
         ...,
         "--measure",
@@ -113,63 +56,25 @@ def explain(
     overwrite: OverwriteOption = False,
     quiet: QuietOption = False,
     *,
-    engine: EngineOptions,
-    backend: BackendOptions,
-    scale: ScaleOptions | None,
+    engine: dict,
+    backend: dict,
+    scale: dict,
 ) -> None:
     """Explain the gold-label logit of each example with one or more importance measures."""
-    page, record_path = out.with_suffix(".html"), out.with_suffix(RECORD_SUFFIX)
-    if out in (page, record_path):
-        raise UserError(f"--out {out} is where its page or run record goes; give it the suffix .jsonl")
-    options = parse_measure_options(measure_option)
-    settings = ExplainSettings(
-        str(model), data, tuple(measure), seed, options, engine, backend, fidelity_sample
+    from fmm_fast.api.explaining import explain as run  # loads NumPy and the backends: not at --help
+
+    run(
+        model,
+        measure=measure,
+        out=out,
+        measure_option=measure_option,
+        seed=seed,
+        html=html,
+        fidelity_sample=fidelity_sample,
+        overwrite=overwrite,
+        quiet=quiet,
+        **data,
+        **engine,
+        **backend,
+        **scale,
     )
-    if scale is not None:
-        check_scale_out(scale, model, settings.specs)
-    clock = Stopwatch()
-    with output_lock(out, file=True):  # before the model and data load: a second process exits at once
-        # these load Numba and SciPy: imported on use, so --help starts fast (and after the lock)
-        from fmm_fast.api import explain_encoded, save_explanations
-        from fmm_fast.distributed.explanation import explain_sharded
-        from fmm_fast.distributed.pool import open_pool
-        from fmm_fast.report.pages.explain_page import write_explanations_page
-
-        for path in [out, record_path, page] if html else [out, record_path]:
-            check_file(path, overwrite, written_by_explain, "an explanations file")
-        check_worker_precision(scale, settings.backend.precision)
-        loaded = load_model(model, settings.backend)
-        print(f"model {model} on {loaded.backend.name}")
-        dataset, encoded = open_split(loaded, data)
-        explanations, seconds = [], {}
-        with open_pool(scale, model, settings.backend.provider, engine.token_budget) as pool:
-            for spec in settings.specs:
-                measure_clock = Stopwatch()
-                with progress_bar(len(encoded), spec.name, quiet=quiet) as bar:
-                    arguments = (loaded, encoded, spec, settings.seed)
-                    options = {"batch_rows": engine.explain_batch_rows, "on_batch": bar.update}
-                    if pool is None:
-                        explanations += explain_encoded(
-                            *arguments, token_budget=engine.token_budget, **options
-                        )
-                    else:  # the workers' engines have the token budget
-                        explanations += explain_sharded(pool, *arguments, **options)
-                seconds[spec.name] = measure_clock.seconds
-            workers = None if pool is None else pool.record()
-        save_explanations(out, explanations)
-        print(f"wrote {len(explanations)} explanations ({len(encoded)} examples) to {out}")
-        if html:
-            about = [f"model {model} ({loaded.info.strategy}); {dataset.name}, {data.split} split"]
-            write_explanations_page(page, explanations, about)
-            print(f"wrote {page}")
-        files = [out, page] if html else [out]
-        record = explain_record(settings, loaded, dataset, encoded, files, seconds, clock.seconds, workers)
-        if (sides := fidelity_sides(model, loaded, settings)) is not None:  # Ray workers run fp32 only
-            from fmm_fast.protocols.fidelity import FidelitySample, fidelity_lines, ranking_fidelity
-
-            sample = FidelitySample.draw(encoded, settings.fidelity_sample, settings.seed)
-            rows = engine.explain_batch_rows
-            record["fidelity"] = ranking_fidelity(settings.specs, settings.seed, sample, sides, rows)
-            print("\n".join(fidelity_lines(record["fidelity"])))
-        write_record(record_path, record)  # last: a record says the run finished
-        print(f"wrote its run record {record_path}")

@@ -1,4 +1,5 @@
-"""`fmm-fast export`: a checkpoint or Hugging Face classifier to a self-describing, verified ONNX file."""
+"""`fmm-fast export`: a checkpoint or Hugging Face classifier to a self-describing, verified ONNX file, on
+top of `fmm_fast.export` (fmm_fast.api.exporting)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,6 @@ import typer
 
 from fmm_fast.cli.app import app
 from fmm_fast.cli.options import OverwriteOption
-from fmm_fast.core.optional_deps import TRAIN
-from fmm_fast.core.outputs import check_file, output_lock
-from fmm_fast.data.labels import parse_label_names
 
 
 @app.command()
@@ -40,14 +38,6 @@ def export(
     The file carries the tokenizer, label names and the verification report, so every command takes it
     as --model. fp32 must match PyTorch within 1e-4 on the logits, or nothing is written.
     """
-    label_names = parse_label_names(labels)
-    with output_lock(out, file=True):  # before PyTorch loads: a second process exits at once
-        TRAIN.require("export")
-        from fmm_fast.export.onnx_export import check_export_options, export_onnx, format_report
-        from fmm_fast.export.onnx_format import exported_by_fmm
+    from fmm_fast.api.exporting import export as run
 
-        check_export_options(out, opset, quantize, fp16)
-        check_file(out, overwrite, exported_by_fmm, "an ONNX model")
-        report = export_onnx(model, out, opset=opset, quantize=quantize, fp16=fp16, label_names=label_names)
-    for line in format_report(report, out):
-        typer.echo(line)
+    run(model=model, out=out, labels=labels, opset=opset, quantize=quantize, fp16=fp16, overwrite=overwrite)

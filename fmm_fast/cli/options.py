@@ -2,14 +2,14 @@
 
 Groups of options (data, engine, backend) are added to a command by a decorator: the command declares
 one parameter (`data: DataOptions`, ...) where the flags should stand in --help, and receives that object,
-built from the flags.
+built from the flags, or (flags=True, for a command that hands them to its Python function, which builds
+the object) the flags themselves as a dict.
 """
 
 from __future__ import annotations
 
-import functools
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,15 +18,13 @@ import typer
 from fmm_fast.backends.engine import DEFAULT_TOKEN_BUDGET
 from fmm_fast.backends.options import DEVICES, PROVIDERS, BackendOptions
 from fmm_fast.backends.precision import DEFAULT_PRECISION, PRECISIONS
-from fmm_fast.core.errors import UserError
+from fmm_fast.core.option_groups import keyword as _option
+from fmm_fast.core.option_groups import option_group
 from fmm_fast.core.settings import DEFAULT_EXPLAIN_BATCH_ROWS, DEFAULT_LR, EngineOptions
-from fmm_fast.data.labels import parse_label_map
 from fmm_fast.data.masking import TRAINING_BATCH_SIZE
-from fmm_fast.data.options import DataOptions
-from fmm_fast.measures.registry import OPTION_NAMES, check_measure_options
+from fmm_fast.data.options import DEFAULT_DATASET, DataOptions
+from fmm_fast.measures.registry import OPTION_NAMES
 from fmm_fast.training.base_models import TINY_ROBERTA
-
-DEFAULT_DATASET = "movie-snippets"
 
 ModelOption = Annotated[
     Path,
@@ -75,65 +73,15 @@ MeasureOptionsOption = Annotated[
 ]
 
 
-def parse_measure_options(pairs: Sequence[str]) -> dict[str, int]:
-    """["ig_steps=50", ...] -> {"ig_steps": 50}; UserError for a malformed pair, a key given twice, an
-    unknown key or a bad value."""
-    options: dict[str, object] = {}
-    given: dict[str, str] = {}  # key -> the pair that gave it
-    for pair in pairs:
-        key, equals, value = pair.partition("=")
-        key = key.strip()
-        if not equals or not key:
-            raise UserError(f"--measure-option '{pair}' is not KEY=VALUE; write e.g. ig_steps=50")
-        if key in given:  # as for a repeated single-value option: refused, never the last one winning
-            raise UserError(
-                f"--measure-option {key} was given more than once ({given[key]}, {pair}); it takes one "
-                "value, give it once"
-            )
-        given[key] = pair
-        try:
-            options[key] = int(value)
-        except ValueError:
-            options[key] = value  # check_measure_options names the key and the bad value
-    return check_measure_options(options)
-
-
-def _option(name: str, annotation: Any, default: Any = inspect.Parameter.empty) -> inspect.Parameter:
-    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
-
-
-def option_group(
-    target: str, build: Callable[..., Any], parameters: Sequence[inspect.Parameter]
-) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorator: the command's `target` parameter is replaced, where it stands, by the flags `parameters`,
-    and the command is called with target=build(**their values). Typer reads the rewritten signature."""
-
-    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
-        signature = inspect.signature(command, eval_str=True)
-        combined: list[inspect.Parameter] = []
-        for parameter in signature.parameters.values():
-            if parameter.name == target:
-                combined += parameters
-            else:
-                combined.append(parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY))
-        names = [p.name for p in parameters]
-
-        @functools.wraps(command)
-        def wrapper(**values: Any) -> Any:
-            group = {name: values.pop(name) for name in names}
-            return command(**values, **{target: build(**group)})
-
-        wrapper.__signature__ = signature.replace(parameters=combined)  # type: ignore[attr-defined]
-        wrapper.__annotations__ = {p.name: p.annotation for p in combined}
-        return wrapper
-
-    return decorate
-
-
 def data_options(
-    *, split_help: str | None = None, limit: int | None = None, dataset_required: bool = False
+    *,
+    split_help: str | None = None,
+    limit: int | None = None,
+    dataset_required: bool = False,
+    flags: bool = False,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """The dataset flags of every command that opens a dataset, handed to it as `data: DataOptions`.
+    """The dataset flags of every command that opens a dataset, handed to it as `data: DataOptions` (or as
+    a dict of the flags: flags).
 
     split_help None: no --split/--limit (training uses every split). limit: --limit's default.
     """
@@ -223,11 +171,7 @@ def data_options(
             None,
         ),
     ]
-    return option_group("data", _data_options, [dataset, *chosen_split, *sizes])
-
-
-def _data_options(label_map: str | None = None, **options: Any) -> DataOptions:
-    return DataOptions(**options, label_map=parse_label_map(label_map))
+    return option_group("data", DataOptions.from_flags, [dataset, *chosen_split, *sizes], flags)
 
 
 def training_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -276,8 +220,11 @@ def training_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     return option_group("training", lambda **recipe: recipe, parameters)
 
 
-def engine_options(*, explain_rows: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """--token-budget (and --explain-batch-rows for commands that explain), handed over as `engine`."""
+def engine_options(
+    *, explain_rows: bool = True, flags: bool = False
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--token-budget (and --explain-batch-rows for commands that explain), handed over as `engine` (or as
+    a dict of the flags: flags)."""
     parameters = [
         _option(
             "token_budget",
@@ -298,7 +245,7 @@ def engine_options(*, explain_rows: bool = True) -> Callable[[Callable[..., Any]
                 DEFAULT_EXPLAIN_BATCH_ROWS,
             )
         )
-    return option_group("engine", EngineOptions, parameters)
+    return option_group("engine", EngineOptions, parameters, flags)
 
 
 FORWARD_PRECISION_HELP = (
@@ -315,10 +262,10 @@ TRAINING_PRECISION_HELP = (
 
 
 def backend_options(
-    *, provider: bool = True, precision: str | None = FORWARD_PRECISION_HELP
+    *, provider: bool = True, precision: str | None = FORWARD_PRECISION_HELP, flags: bool = False
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """--device (PyTorch), --provider (ONNX Runtime, unless False) and --precision with help `precision`
-    (unless None), handed over as `backend: BackendOptions`."""
+    (unless None), handed over as `backend: BackendOptions` (or as a dict of the flags: flags)."""
     parameters = [
         _option(
             "device",
@@ -349,12 +296,12 @@ def backend_options(
         parameters.append(
             _option("precision", Annotated[str, typer.Option(help=precision)], DEFAULT_PRECISION)
         )
-    return option_group("backend", BackendOptions, parameters)
+    return option_group("backend", BackendOptions, parameters, flags)
 
 
-def scale_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def scale_options(*, flags: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """--workers, --ray-address, --worker-cpus, --worker-gpus, handed over as `scale: ScaleOptions | None`
-    (None: one process, Ray not needed)."""
+    (None: one process, Ray not needed), or as a dict of the flags (flags)."""
     from fmm_fast.distributed.runtime import ScaleOptions
 
     parameters = [
@@ -397,4 +344,4 @@ def scale_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
             None,
         ),
     ]
-    return option_group("scale", ScaleOptions.from_flags, parameters)
+    return option_group("scale", ScaleOptions.from_flags, parameters, flags)

@@ -1,9 +1,9 @@
-"""`fmm-fast roar`: Recursive ROAR, erasure with retraining at every step, beside the no-retraining curve."""
+"""`fmm-fast roar`: Recursive ROAR, erasure with retraining at every step, beside the no-retraining curve, on
+top of `fmm_fast.roar` (fmm_fast.api.roar)."""
 
 from __future__ import annotations
 
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import typer
@@ -17,27 +17,22 @@ from fmm_fast.cli.options import (
     backend_options,
     data_options,
     engine_options,
-    parse_measure_options,
     scale_options,
     training_options,
 )
-from fmm_fast.core.optional_deps import TRAIN
-from fmm_fast.core.outputs import output_lock
-from fmm_fast.core.settings import ROAR_MAX_STEPS, BackendOptions, EngineOptions, RoarSettings
+from fmm_fast.core.settings import ROAR_MAX_STEPS
 from fmm_fast.data.masking import STRATEGIES
-from fmm_fast.data.options import DataOptions
-from fmm_fast.distributed.runtime import ScaleOptions
 from fmm_fast.training.base_models import MINILM, TINY_ROBERTA
 
 
 @app.command()
-@scale_options()
-@backend_options(provider=False, precision=TRAINING_PRECISION_HELP)
-@engine_options()
+@scale_options(flags=True)
+@backend_options(provider=False, precision=TRAINING_PRECISION_HELP, flags=True)
+@engine_options(flags=True)
 @training_options()
-@data_options(dataset_required=True)
+@data_options(dataset_required=True, flags=True)
 def roar(
-    data: DataOptions,
+    data: dict,
     out: Path = typer.Option(
         ...,
         "--out",
@@ -90,9 +85,9 @@ def roar(
     quiet: QuietOption = False,
     *,
     training: dict,
-    engine: EngineOptions,
-    backend: BackendOptions,
-    scale: ScaleOptions | None,
+    engine: dict,
+    backend: dict,
+    scale: dict,
 ) -> None:
     """Recursive ROAR: at every ratio r = j/K, mask the top floor(r·n) explained tokens of every example of
     all three splits (already-masked tokens first), ranked by the measure with the previous step's model on
@@ -103,72 +98,30 @@ def roar(
     Finished steps are kept: rerun the same command to resume. With --workers/--ray-address the chains of
     (seed, measure) run as Ray tasks (OUT on storage every worker sees). See docs/method.md.
     """
-    with output_lock(out):  # before PyTorch, Numba and the data load: a second process exits at once
-        TRAIN.require("Recursive ROAR (it fine-tunes a model at every step)")
-        settings = RoarSettings(
-            replace(data, split="test", limit=limit),
+    from fmm_fast.api.roar import roar as run  # loads NumPy: not at --help
+    from fmm_fast.distributed.roar_chains import ChainsFailed
+
+    try:
+        run(
+            out=out,
             model=model,
-            measures=tuple(measure),
-            seeds=tuple(seed),
-            strategy=strategy,
+            measure=measure,
+            measure_option=measure_option,
             recursive=recursive,
+            strategy=strategy,
             steps=steps,
+            seed=seed,
+            limit=limit,
             erasure=erasure,
-            step0_trainings=tuple(str(path) for path in step0),
+            step0=step0,
+            overwrite=overwrite,
+            quiet=quiet,
+            **data,
             **training,
-            measure_options=parse_measure_options(measure_option),
-            engine=engine,
-            backend=backend,
-        )  # every option is checked before any work
-        from fmm_fast.distributed.roar_chains import ChainsFailed, check_roar_scale_out, ray_chain_runner
-        from fmm_fast.protocols.roar.run import RoarRun  # loads PyTorch, Numba, SciPy: on use
-
-        runner = None
-        if scale is not None:
-            check_roar_scale_out(scale)
-            runner = ray_chain_runner(scale)
-        try:
-            result = RoarRun(settings, out, progress=not quiet).run(overwrite, runner)
-        except ChainsFailed as error:
-            print(f"fmm-fast: {error}; rerun the same command to resume", file=sys.stderr)
-            raise typer.Exit(1) from None
-    print_summary(result, out)
-
-
-def print_summary(result: dict, out: Path) -> None:
-    """The RACU table of every seed (×100), next to the no-retraining erasure's where it ran (read at ROAR's
-    ratios, as the report reads it, where those are a subset of the erasure's)."""
-    import numpy as np
-
-    from fmm_fast.report.load import load_result
-
-    print(
-        f"{result['dataset']}: Recursive ROAR ({'recursive' if result['recursive'] else 'non-recursive'}, "
-        f"{result['strategy']} retraining), primary metric {result['metric']} (majority baseline "
-        f"{result['majority_baseline']:.3f})"
-    )
-    for seed, values in result["seeds"].items():
-        erasure = load_result(out / values["erasure"]) if values["erasure"] else None
-        plain_racu, own_grid = {}, False
-        if erasure is not None:
-            scored = erasure.at_ratios(np.asarray(result["ratios"]))
-            own_grid = scored is None
-            plain_racu = {name: run.racu for name, run in (scored or erasure).measures.items()}
-        print(
-            f"seed {seed}: {'measure':<14}{'r=0':>7}{'r=1':>7}{'ACU':>8}{'RACU':>8}{'clipped':>9}"
-            f"{'no-retrain':>12}"
+            **engine,
+            **backend,
+            **scale,
         )
-        for name, curve in values["curves"].items():
-            first, last = (f"{v:.3f}" if v is not None else "-" for v in (curve[0], curve[-1]))
-            acu, racu, clipped = (values[k][name] for k in ("acu", "racu", "racu_clipped"))
-            cells = [f"{100 * v:.1f}" if v is not None else "-" for v in (acu, racu, clipped)]
-            plain = f"{100 * plain_racu[name]:.1f}" if name in plain_racu else "-"
-            print(f"        {name:<14}{first:>7}{last:>7}{cells[0]:>8}{cells[1]:>8}{cells[2]:>9}{plain:>12}")
-        if own_grid:
-            print("        no-retrain: on the erasure's own ratios, not ROAR's (its ratios are not a subset)")
-    cost = result["cost"]
-    print(
-        f"cost: {cost['trainings']} trainings, {cost['forward_passes']} forward and "
-        f"{cost['backward_passes']} backward passes (examples), {cost['seconds']['total']:.0f} s; ×100, read "
-        f"RACU for unsigned measures → {out / 'result.json'}"
-    )
+    except ChainsFailed as error:
+        print(f"fmm-fast: {error}; rerun the same command to resume", file=sys.stderr)
+        raise typer.Exit(1) from None

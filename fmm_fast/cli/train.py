@@ -1,4 +1,5 @@
-"""`fmm-fast train`: masked fine-tuning (docs/method.md §2) → a checkpoint directory and run.json."""
+"""`fmm-fast train`: masked fine-tuning (docs/method.md §2) → a checkpoint directory and run.json, on top
+of `fmm_fast.train` (fmm_fast.api.training)."""
 
 from __future__ import annotations
 
@@ -15,21 +16,16 @@ from fmm_fast.cli.options import (
     data_options,
     training_options,
 )
-from fmm_fast.core.optional_deps import TRAIN
-from fmm_fast.core.outputs import output_lock
-from fmm_fast.core.settings import BackendOptions, TrainSettings
-from fmm_fast.data.labels import parse_label_names
 from fmm_fast.data.masking import DEFAULT_STRATEGY, STRATEGIES
-from fmm_fast.data.options import DataOptions
 from fmm_fast.training.base_models import MINILM, TINY_ROBERTA
 
 
 @app.command()
-@backend_options(provider=False, precision=TRAINING_PRECISION_HELP)
+@backend_options(provider=False, precision=TRAINING_PRECISION_HELP, flags=True)
 @training_options()
-@data_options(dataset_required=True)
+@data_options(dataset_required=True, flags=True)
 def train(
-    data: DataOptions,
+    data: dict,
     out: Path = typer.Option(
         ...,
         "--out",
@@ -64,7 +60,7 @@ def train(
     quiet: QuietOption = False,
     *,
     training: dict,
-    backend: BackendOptions,
+    backend: dict,
 ) -> None:
     """Fine-tune a classifier with masking; keep the best validation epoch; test it at 0/50/100% masking.
 
@@ -74,34 +70,17 @@ def train(
     Which model: start with --model minilm --lr 5e-5 (the pretrained MiniLM, offline); the default
     tiny-roberta trains from scratch in seconds, for trying the pipeline, and does not learn bAbI.
     """
-    with output_lock(out):  # before PyTorch and the data load: a second process exits at once
-        TRAIN.require("training")
-        from fmm_fast.training.train import MODEL_DIR, RUN_FILE
-        from fmm_fast.training.train import train as run_training
+    from fmm_fast.api.training import train as run  # loads NumPy: not at --help
 
-        settings = TrainSettings(
-            data,
-            model=model,
-            strategy=strategy,
-            seed=seed,
-            **training,
-            backend=backend,
-            labels=tuple(parse_label_names(labels) or ()),
-        )
-        record = run_training(settings, out, progress=not quiet, overwrite=overwrite)
-    metric = record["dataset"]["metric"]
-    best = record["epochs"][record["best_epoch"] - 1]
-    print(
-        f"{record['dataset']['name']}, {model}, {strategy}, seed {seed}, {settings.backend.precision}: best "
-        f"epoch {record['best_epoch']} of {len(record['epochs'])} (validation {metric} "
-        f"{best['selection_metric']:.4f})"
+    run(
+        out=out,
+        model=model,
+        labels=labels,
+        strategy=strategy,
+        seed=seed,
+        overwrite=overwrite,
+        quiet=quiet,
+        **data,
+        **training,
+        **backend,
     )
-    test = ", ".join(
-        f"{100 * float(ratio):.0f}% {values[metric]:.4f}" for ratio, values in record["test"].items()
-    )
-    print(f"test {metric} at explained-token masking {test}")
-    print(
-        f"majority baseline {record['majority_baseline']:.4f} ({metric} of always predicting "
-        f"'{record['majority_label']}')"
-    )
-    print(f"wrote {out / MODEL_DIR} and {out / RUN_FILE}")

@@ -24,9 +24,14 @@ CACHE_FILE = "sha256.json"
 _CHUNK = 1 << 20
 
 
-def _cache_path() -> Path:
+def cache_directory() -> Path:
+    """fmm-fast's cache folder: $XDG_CACHE_HOME (default ~/.cache)/fmm-fast."""
     root = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(root) / "fmm-fast" / CACHE_FILE
+    return Path(root) / "fmm-fast"
+
+
+def _cache_path() -> Path:
+    return cache_directory() / CACHE_FILE
 
 
 def _read_cache(path: Path) -> dict[str, list]:

@@ -31,6 +31,7 @@ from fmm_fast.protocols.masf.reduction import DEFAULT_SPLIT_COMPONENTS, check_co
 from fmm_fast.training.base_models import TINY_ROBERTA
 
 DEFAULT_EXPLAIN_BATCH_ROWS = 32
+DEFAULT_EXPLAIN_LIMIT = 20  # examples `explain` explains when not told: a page to read, not a dataset
 DEFAULT_FIDELITY_SAMPLE = 16  # examples a reduced-precision evaluation erases in fp32 too
 DEFAULT_LR = 2e-5
 WEIGHT_DECAY = 0.01
@@ -147,6 +148,7 @@ class TrainSettings(ResumableSettings):
         check_strategy(self.strategy)
         check(
             [
+                (self.seed >= 0, f"--seed must be at least 0, got {self.seed}"),
                 (self.epochs is None or self.epochs >= 1, f"--epochs must be at least 1, got {self.epochs}"),
                 (self.batch_size >= 1, f"--batch-size must be at least 1, got {self.batch_size}"),
                 (self.lr > 0 and math.isfinite(self.lr), f"--lr must be a positive number, got {self.lr}"),
@@ -157,7 +159,7 @@ class TrainSettings(ResumableSettings):
                 (self.layers >= 1, f"--layers must be at least 1, got {self.layers}"),
                 # tiny-roberta uses width // 32 attention heads, which must divide the width
                 (
-                    self.width >= 1 and self.width % max(1, self.width // 32) == 0,
+                    self.width >= 32 and self.width % (self.width // 32) == 0,
                     f"--width {self.width} does not work; use a multiple of 32",
                 ),
                 (self.bucket_batches >= 1, f"bucket_batches must be at least 1, got {self.bucket_batches}"),
@@ -201,6 +203,7 @@ class EvaluationSettings(ResolvedMeasures, ResumableSettings):
         self._resolve_measures()
         _resolve_precision(self, [self.model])
         _check_fidelity_sample(self.fidelity_sample)
+        _check_seed(self.seed)
 
     def fingerprint_fields(self) -> dict[str, Any]:
         fields = super().fingerprint_fields()
@@ -234,6 +237,7 @@ class AopcSettings(ResolvedMeasures, ResumableSettings):
         object.__setattr__(self, "explanations", tuple(self.explanations))
         _resolve_precision(self, [self.model])
         _check_fidelity_sample(self.fidelity_sample)
+        _check_seed(self.seed)
 
     def fingerprint_fields(self) -> dict[str, Any]:
         fields = super().fingerprint_fields()
@@ -244,6 +248,10 @@ class AopcSettings(ResolvedMeasures, ResumableSettings):
 
 def _check_fidelity_sample(size: int) -> None:
     check([(size >= 0, f"--fidelity-sample must be at least 0 (0: no estimate), got {size}")])
+
+
+def _check_seed(seed: int, option: str = "--seed") -> None:
+    check([(seed >= 0, f"{option} must be at least 0, got {seed}")])
 
 
 def _resolve_precision(settings: RunSettings, models: Sequence[str]) -> None:
@@ -277,6 +285,7 @@ class ExplainSettings(ResolvedMeasures, RunSettings):
         self._resolve_measures()
         _resolve_precision(self, [self.model])
         _check_fidelity_sample(self.fidelity_sample)
+        _check_seed(self.seed)
 
 
 @dataclass(frozen=True)
@@ -313,12 +322,14 @@ class MasfSettings(ResumableSettings):
         for method in self.calibrations:
             check_calibration_method(method)
         check_components(self.split_components)
+        _check_seed(self.calibration_seed, "--calibration-seed")
         if (self.measure is None) != (self.evaluation is None):
             raise UserError(
                 "--measure and --evaluation go together: the masked sets of MEASURE saved in EVALUATION"
             )
         _resolve_precision(self, self.models)
         _check_fidelity_sample(self.fidelity_sample)
+        _check_seed(self.seed)
 
     def masked_dir(self) -> Path | None:
         """Where the evaluation saved the masked sets of `measure`; None for random masking."""
@@ -381,6 +392,8 @@ class CheckSettings(ResumableSettings):
         )
         object.__setattr__(self, "ratios", tuple(sorted({0.0, 1.0, *(float(r) for r in self.ratios)})))
         check_components(self.split_components)
+        _check_seed(self.seed)
+        _check_seed(self.calibration_seed, "--calibration-seed")
         _resolve_precision(self, [self.model])
 
 

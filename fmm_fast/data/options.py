@@ -13,11 +13,12 @@ from fmm_fast.core.digest import content_id
 from fmm_fast.core.errors import UserError
 from fmm_fast.data import load_dataset
 from fmm_fast.data.base import TextDataset, splits_content_id
-from fmm_fast.data.labels import model_label_indices
+from fmm_fast.data.labels import model_label_indices, parse_label_map
 from fmm_fast.data.local import is_local_file_name
 from fmm_fast.data.registry import check_data_sizes, is_hub_dataset
 from fmm_fast.data.tokenization import encode_split
 
+DEFAULT_DATASET = "movie-snippets"  # offline, small: what a command evaluates when not told
 # what an options object keeps once it has loaded its dataset (functools.cached_property's entries)
 LOADED = ("_loaded", "hub_content")
 
@@ -50,6 +51,11 @@ class DataOptions:
         if self.limit is not None and self.limit < 1:
             raise UserError(f"--limit must be at least 1, got {self.limit}")
         check_data_sizes(self.dataset, self.size, self.test_size)  # before any work
+
+    @classmethod
+    def from_flags(cls, label_map: str | None = None, **flags: str | int | None) -> DataOptions:
+        """The options of the data flags (--label-map as its DATA=MODEL,... text)."""
+        return cls(**flags, label_map=parse_label_map(label_map))  # type: ignore[arg-type]
 
     def fingerprint_fields(self) -> dict:
         """Every option, and for a local data file or a hub dataset its content ("content": {path or

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.optional_deps import TRAIN
@@ -54,6 +54,29 @@ OPTION_NAMES = tuple(
 def measure_names() -> list[str]:
     """The fixed measure names plus the paper's beam (any beam-sign-B with integer B >= 1 is valid too)."""
     return [*CATALOGUE, PAPER_BEAM]
+
+
+def parse_measure_options(pairs: Sequence[str]) -> dict[str, int]:
+    """["ig_steps=50", ...] -> {"ig_steps": 50}; UserError for a malformed pair, a key given twice, an
+    unknown key or a bad value."""
+    options: dict[str, object] = {}
+    given: dict[str, str] = {}  # key -> the pair that gave it
+    for pair in pairs:
+        key, equals, value = pair.partition("=")
+        key = key.strip()
+        if not equals or not key:
+            raise UserError(f"--measure-option '{pair}' is not KEY=VALUE; write e.g. ig_steps=50")
+        if key in given:  # as for a repeated single-value option: refused, never the last one winning
+            raise UserError(
+                f"--measure-option {key} was given more than once ({given[key]}, {pair}); it takes one "
+                "value, give it once"
+            )
+        given[key] = pair
+        try:
+            options[key] = int(value)
+        except ValueError:
+            options[key] = value  # check_measure_options names the key and the bad value
+    return check_measure_options(options)
 
 
 def check_measure_options(options: Mapping[str, object]) -> dict[str, int]:

@@ -42,14 +42,14 @@ MASF_RECORD = {
 def load_masf_curves(dirs: Sequence[Path]) -> dict[str, dict]:
     """label -> {"per_ratio": per-ratio summaries ({"ratio", "simes", "in_distribution", ...}),
     "calibration": its method and p-value floor} of every model of every masf.json under `dirs` (each
-    run once: report.identity); labels name the run's folder when there are several runs. UserError naming a
-    file that is damaged or holds a field of the wrong type."""
+    run once: report.identity); labels name the run's folder when there are several runs. UserError naming
+    a file that is damaged or holds a field of the wrong type."""
     read = []
     for path in find_masf_files(dirs):
         models = read_checked(path, MASF_RECORD, "rerun `fmm-fast masf` for it")["models"]
         runs = {
-            label: {"per_ratio": r["per_ratio"], "calibration": r.get("calibration", {})}
-            for label, r in models.items()
+            label: {"per_ratio": run["per_ratio"], "calibration": run.get("calibration", {})}
+            for label, run in models.items()
         }
         read.append((path, runs))
     read = count_once(read, lambda item: run_identity(item[0], None, item[1]), lambda item: item[0])

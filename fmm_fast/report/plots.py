@@ -28,6 +28,11 @@ if TYPE_CHECKING:
 
 
 def plot_curves(group: GroupReport, path: Path) -> None:
+    """The PNG of curves_figure(group)."""
+    _save(curves_figure(group), path, dpi=120)
+
+
+def curves_figure(group: GroupReport) -> Figure:
     """Primary metric vs masking ratio, one line per measure (rand dashed), percentile band across seeds."""
     from matplotlib.figure import Figure
 
@@ -39,7 +44,7 @@ def plot_curves(group: GroupReport, path: Path) -> None:
     ]
     _finish(axes, group.metric, group.majority_baseline, any(bands))
     axes.set_title(f"{group.dataset}, {group.strategy} ({group.split} split)")
-    _save(figure, path, dpi=120)
+    return figure
 
 
 def _draw_curve(
@@ -75,6 +80,11 @@ def _finish(axes: Axes, metric: str, majority_baseline: float, any_band: bool) -
 
 
 def plot_roar_measure(group: RoarGroup, name: str, path: Path) -> None:
+    """The PNG of roar_measure_figure(group, name)."""
+    _save(roar_measure_figure(group, name), path, dpi=120)
+
+
+def roar_measure_figure(group: RoarGroup, name: str) -> Figure:
     """One measure's ROAR curve (a model retrained at every ratio) and its no-retraining erasure curves,
     each with its own `rand` (dashed, same colour), percentile band across seeds when there are several."""
     from matplotlib.figure import Figure
@@ -95,7 +105,7 @@ def plot_roar_measure(group: RoarGroup, name: str, path: Path) -> None:
                 bands.append(_draw_curve(axes, ratios, measures[shown], label, color))
     _finish(axes, group.metric, group.majority_baseline, any(bands))
     axes.set_title(f"{group.dataset}, {name}: retrained at every step vs no retraining")
-    _save(figure, path, dpi=120)
+    return figure
 
 
 def plot_run_curves(paths: Sequence[Path], png: Path) -> None:
@@ -108,7 +118,12 @@ def plot_run_curves(paths: Sequence[Path], png: Path) -> None:
 
 
 def plot_p_values(curves: dict[str, tuple[list[float], list[float]]], path: str | PathLike) -> None:
-    """Write a PNG of Simes p-value against masking ratio, one line per label, log y axis.
+    """The PNG of p_values_figure(curves)."""
+    _save(p_values_figure(curves), Path(path))
+
+
+def p_values_figure(curves: dict[str, tuple[list[float], list[float]]]) -> Figure:
+    """Simes p-value against masking ratio, one line per label, log y axis.
 
     curves: label -> (masking ratios, Simes p-values). A p-value of 0 cannot sit on a log axis; it is
     drawn at a floor a decade below the smallest positive value or 0.05, whichever is lower (the axis
@@ -138,10 +153,21 @@ def plot_p_values(curves: dict[str, tuple[list[float], list[float]]], path: str 
     axes.set_ylabel(f"MaSF Simes p-value{zero_note}")
     axes.legend()
     figure.tight_layout()
-    _save(figure, Path(path))
+    return figure
+
+
+def _save(figure: Figure, path: Path, dpi: int | None = None) -> None:
+    """Write `figure` as the PNG `path` through core.writing (atomic, never through a link)."""
+    with replacing(path) as staged:
+        figure.savefig(staged, format="png", dpi=dpi)
 
 
 def plot_check(record: dict, path: str | PathLike) -> None:
+    """The PNG of check_figure(record)."""
+    _save(check_figure(record), Path(path))
+
+
+def check_figure(record: dict) -> Figure:
     """The figure of one `fmm-fast check` record: its primary metric against the masking ratio with the
     majority baseline (top), and the MaSF Simes p-value per ratio with the 0.05 line (bottom, log axis)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -166,10 +192,4 @@ def plot_check(record: dict, path: str | PathLike) -> None:
     bottom.set_xlabel("masked explained tokens (%)")
     bottom.set_ylabel("MaSF p-value" + (f" (0 drawn at {floor:.0e})" if (simes <= 0).any() else ""))
     bottom.legend(fontsize="small")
-    _save(figure, Path(path))
-
-
-def _save(figure: Figure, path: Path, dpi: int | None = None) -> None:
-    """Write `figure` as the PNG `path` through core.writing (atomic, never through a link)."""
-    with replacing(path) as staged:
-        figure.savefig(staged, format="png", dpi=dpi)
+    return figure

@@ -189,7 +189,7 @@ def run_masf(
     Every method scores the same signals (one forward pass per example and set); settings.calibration_seed
     picks the split's halves, settings.split_components its reduction. engine: what computes the signals,
     default a MaskBatchEngine on loaded.backend. sides: of a reduced-precision run's fidelity estimate
-    (cli.seed_runs.fidelity_sides), kept as each method's "fidelity". Returns {method: JSON-ready dict}.
+    (api.seed_runs.fidelity_sides), kept as each method's "fidelity". Returns {method: JSON-ready dict}.
     """
     if engine is None:
         engine = MaskBatchEngine(loaded.backend, token_budget=settings.engine.token_budget, cache_rows=0)

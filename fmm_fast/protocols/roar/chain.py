@@ -96,7 +96,7 @@ class Chain:
 
     def run(self, on_step: Callable[[dict], None] | None = None) -> list[dict]:
         """Every step's record, finished ones read back; on_step(record) after each newly finished step."""
-        steps = [step_name(ratio) for ratio in self.settings.ratios()[1:]]
+        steps = [step_name(ratio) for ratio in self.ratios[1:]]
         claim_part(self.folder, ROAR_KIND, {"seed": self.seed, "measure": self.measure}, [*steps, SCORES])
         records = []
         current = unmasked(self.data.encoded)

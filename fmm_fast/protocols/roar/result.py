@@ -81,7 +81,7 @@ def roar_result(settings: RoarSettings, out: Path, metric: str, majority: float)
                 cost["seconds"][phase] += record["seconds"].get(phase, 0.0)
     # what the folder holds: an earlier run's erasure stays (and counts) when a rerun leaves it out
     erasure = settings.erasure or all(seeds[str(s)]["erasure"] is not None for s in settings.seeds)
-    complete &= not erasure or all(seeds[str(s)]["erasure"] is not None for s in settings.seeds)
+    complete &= not settings.erasure or all(seeds[str(s)]["erasure"] is not None for s in settings.seeds)
     cost["seconds"]["total"] = sum(cost["seconds"][phase] for phase in PHASES)
     return {
         "protocol": "roar",

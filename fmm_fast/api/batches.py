@@ -1,4 +1,4 @@
-"""Public Python API: explain batches (plain arrays) or texts with any model or custom scorer."""
+"""Explaining batches (plain arrays) or texts with any model or custom scorer, and the Explanation record."""
 
 from __future__ import annotations
 
@@ -91,6 +91,8 @@ class Explanation:
     example's tokens after / before the cut to the model's maximum length (None when not known). Lines
     written before offsets were recorded load with empty offsets and segments (the page then shows tokens
     only).
+
+    Example: `fmm_fast.explain(model, measure="loo-abs", limit=1)[0].scores` (one float per token).
     """
 
     tokens: list[str]

@@ -1,0 +1,145 @@
+"""Inputs as Python users hold them, turned into what the commands take: a model source, a dataset name or
+file, a list option, an output folder."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from fmm_fast.core.digest import cache_directory
+from fmm_fast.core.errors import UserError
+from fmm_fast.core.writing import write_text
+from fmm_fast.data.labels import parse_label_names
+from fmm_fast.data.options import DataOptions
+
+# the columns a dataset given as Python data is read by, where no --text-field etc. names others
+TEXT, PAIR, LABEL = "text", "pair", "label"
+
+DatasetLike = str | Path | Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]]
+"""A registry name, a local .csv/.jsonl/.parquet file, columns {"text": [...], "label": [...], "pair":
+[...]} (pair optional), rows [{"text": ..., "label": ...}, ...], a `datasets.Dataset` or a pandas
+DataFrame."""
+
+
+def model_source(model: Any) -> Any:
+    """What the loader takes for `model`: a path for a path or name, the model folder of a training result
+    (`fmm_fast.train(...)`); anything else goes to the loader as it is."""
+    if isinstance(model, str | Path):
+        return Path(model)
+    folder = getattr(model, "model_dir", None)  # a Training result
+    return Path(folder) if folder is not None else model
+
+
+def model_sources(model: Any) -> list[Any]:
+    """model_source of each model of a repeatable --model: one model, or a list or tuple of them."""
+    return [model_source(m) for m in (model if isinstance(model, list | tuple) else [model])]
+
+
+def label_names(labels: str | Sequence[str] | None) -> list[str] | None:
+    """--labels as names: "negative,positive" or ["negative", "positive"]; None for none."""
+    return parse_label_names(labels if labels is None or isinstance(labels, str) else ",".join(labels))
+
+
+def as_list(value: Any, option: str) -> list:
+    """A repeatable option given once (a string, a path, a number) or as a sequence, as a list."""
+    if value is None:
+        return []
+    if isinstance(value, str | Path | int | float):
+        return [value]
+    if isinstance(value, Iterable) and not isinstance(value, Mapping):
+        return list(value)
+    raise UserError(f"{option}: give one value or a list of values, not {type(value).__name__}")
+
+
+def measure_option_pairs(value: Mapping[str, Any] | Sequence[str] | str | None) -> list[str]:
+    """--measure-option as KEY=VALUE strings, from a mapping {"ig_steps": 50} or the strings themselves."""
+    if isinstance(value, Mapping):
+        return [f"{key}={option}" for key, option in value.items()]
+    return [str(pair) for pair in as_list(value, "measure_option")]
+
+
+def run_folder(out: str | Path | None, prefix: str) -> Path:
+    """OUT as a path; None: a new temporary folder, kept after the run (its result names it, and a trained
+    model or saved masked sets there stay usable)."""
+    return Path(tempfile.mkdtemp(prefix=f"fmm-fast-{prefix}-")) if out is None else Path(out)
+
+
+def dataset_fields(
+    dataset: DatasetLike, text_field: str | None, pair_field: str | None, label_field: str | None
+) -> tuple[str, str | None, str | None, str | None]:
+    """(--dataset, --text-field, --pair-field, --label-field) for `dataset`: a name or file as given; data
+    held in Python written once to a JSON Lines file named by its content (under fmm-fast's cache folder),
+    so that the same data given again resumes a run in the same OUT, with the columns text/pair/label
+    unless the fields name others."""
+    if isinstance(dataset, str | Path):
+        return str(dataset), text_field, pair_field, label_field
+    columns = _columns(dataset)
+    text, label = text_field or TEXT, label_field or LABEL
+    pair = pair_field or (PAIR if PAIR in columns else None)
+    missing = [name for name in (text, label, pair) if name is not None and name not in columns]
+    if missing:
+        raise UserError(
+            f"dataset has no column {', '.join(map(repr, missing))} (it has {', '.join(columns)}); name the "
+            "columns with text_field= and label_field= (pair_field= for the second segment)"
+        )
+    lengths = {name: len(columns[name]) for name in (text, label, pair) if name is not None}
+    if len(set(lengths.values())) != 1:
+        raise UserError(f"the dataset's columns differ in length ({lengths}); give one value per example")
+    rows = [{name: _plain(columns[name][i]) for name in lengths} for i in range(next(iter(lengths.values())))]
+    text_lines = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    path = cache_directory() / "data" / f"data-{hashlib.sha256(text_lines.encode()).hexdigest()[:12]}.jsonl"
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text(path, text_lines)
+    return str(path), text, pair, label
+
+
+def data_options(
+    dataset: DatasetLike,
+    *,
+    text_field: str | None,
+    pair_field: str | None,
+    label_field: str | None,
+    label_map: str | Mapping[str, str] | None,
+    **flags: Any,
+) -> DataOptions:
+    """The data options of a function's data arguments, as the command builds them from its flags.
+
+    label_map: "a=negative,b=positive" or {"a": "negative", "b": "positive"}."""
+    if isinstance(label_map, Mapping):
+        label_map = ",".join(f"{source}={target}" for source, target in label_map.items())
+    name, text_field, pair_field, label_field = dataset_fields(dataset, text_field, pair_field, label_field)
+    return DataOptions.from_flags(
+        dataset=name,
+        text_field=text_field,
+        pair_field=pair_field,
+        label_field=label_field,
+        label_map=label_map,
+        **flags,
+    )
+
+
+def _columns(dataset: Any) -> dict[str, list]:
+    """Columns of a mapping, a list of row mappings, a `datasets.Dataset` or a pandas DataFrame."""
+    if hasattr(dataset, "to_dict") and hasattr(dataset, "column_names"):  # datasets.Dataset
+        return {name: list(values) for name, values in dataset.to_dict().items()}
+    if hasattr(dataset, "to_dict") and hasattr(dataset, "columns"):  # pandas.DataFrame
+        return {str(name): list(values) for name, values in dataset.to_dict("list").items()}
+    if isinstance(dataset, Mapping):
+        return {str(name): list(values) for name, values in dataset.items()}
+    if isinstance(dataset, Sequence) and dataset and all(isinstance(row, Mapping) for row in dataset):
+        names = list(dict.fromkeys(name for row in dataset for name in row))
+        return {str(name): [row.get(name) for row in dataset] for name in names}
+    raise UserError(
+        f"dataset= takes a registry name, a data file, columns {{'text': [...], 'label': [...]}}, a list of "
+        f"rows, a datasets.Dataset or a pandas DataFrame, not {type(dataset).__name__}"
+    )
+
+
+def _plain(value: Any) -> Any:
+    """A numpy scalar as the Python value JSON writes."""
+    return value.item() if hasattr(value, "item") else value

@@ -26,8 +26,10 @@ def test_a_missing_file_or_heading_is_reported(tmp_path):
         "`[in code](missing.md)` and\n\n```\n[in a block](missing.md)\n```\n",
         encoding="utf-8",
     )
-    assert broken_links(page) == ["missing.png: no such file", "there.md#nowhere: no heading with anchor "
-                                  "#nowhere in there.md"]
+    assert broken_links(page) == [
+        "missing.png: no such file",
+        "there.md#nowhere: no heading with anchor #nowhere in there.md",
+    ]
 
 
 def test_anchors_follow_the_site():

@@ -22,18 +22,24 @@ from pathlib import Path
 import numba
 import numpy as np
 
+from fmm_fast.core.errors import UserError
+from fmm_fast.protocols.masf.reduction import DEFAULT_SPLIT_COMPONENTS
 from fmm_fast.protocols.masf.statistic import (
     CALIBRATION_METHODS,
     MaSFCalibration,
+    check_calibration_size,
     masf_numpy_p_values,
     masf_oracle_p_values,
+    min_calibration_examples,
 )
 
 LAYERS, HIDDEN = 7, 384
 SEED = 0
 GOAL_VS_NUMPY = 5.0
 FULL_SIZES = (2_000, 10_000, 500)
-QUICK_SIZES = (500, 2_000, 100)
+# the fewest calibration signals both calibrations take (the split's half A must exceed its components)
+SMALLEST_CALIBRATION = max(min_calibration_examples(method) for method in CALIBRATION_METHODS)
+QUICK_SIZES = (SMALLEST_CALIBRATION, 200, 20)
 IDENTICAL_LABELS = {True: "yes", False: "NO", None: "ref"}
 
 PValueMethod = Callable[[np.ndarray, np.ndarray, str], np.ndarray]
@@ -91,7 +97,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--quick", action="store_true", help="N_cal 500, N_test 2,000, oracle 100")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"N_cal {QUICK_SIZES[0]}, N_test {QUICK_SIZES[1]}, oracle {QUICK_SIZES[2]}",
+    )
     parser.add_argument(
         "--sizes", nargs=3, type=int, metavar=("N_CAL", "N_TEST", "N_ORACLE"), help="explicit sizes"
     )
@@ -100,13 +110,18 @@ def main() -> None:
     args = parser.parse_args()
     n_calibration, n_test, n_oracle = args.sizes or (QUICK_SIZES if args.quick else FULL_SIZES)
     n_oracle = min(n_oracle, n_test)
+    try:  # before any work: the sizes must suit both calibrations (and the split's default reduction)
+        for method in CALIBRATION_METHODS:
+            check_calibration_size(method, n_calibration, HIDDEN, DEFAULT_SPLIT_COMPONENTS)
+    except UserError as error:
+        parser.error(f"--sizes: {error}")
 
     rng = np.random.default_rng(SEED)
     calibration = rng.standard_normal((n_calibration, LAYERS, HIDDEN), dtype=np.float32)
     test = rng.standard_normal((n_test, LAYERS, HIDDEN), dtype=np.float32)
 
-    for method in CALIBRATION_METHODS:  # warm-up: compile or load the cached kernels
-        numba_p_values(calibration[:40], test[:2], method)
+    for method in CALIBRATION_METHODS:  # warm-up: compile or load the cached kernels, on the fewest signals
+        numba_p_values(calibration[:SMALLEST_CALIBRATION], test[:2], method)
     results = {
         "n_calibration": n_calibration,
         "n_test": n_test,

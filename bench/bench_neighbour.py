@@ -31,7 +31,7 @@ from common import (
     REPO_ROOT,
     bench_parser,
     machine_line,
-    prepare_model,
+    model_for,
     print_table,
     ratio_text,
     rounds,
@@ -93,7 +93,7 @@ def main() -> None:
     if len(os.sched_getaffinity(0)) < 2:
         parser.error("needs at least 2 cores to run on (the neighbour takes core 0, the workload core 1)")
     sentences = args.sentences or SENTENCES[args.quick]
-    onnx = prepare_model().onnx_path("fp32")
+    onnx = model_for(args).onnx_path("fp32")
     print(machine_line())
     print(f"workload: evaluate -m loo-abs (with rand), {sentences} sentences, ONNX Runtime fp32")
 

@@ -28,8 +28,8 @@ from common import (
     encoder_flops,
     machine_line,
     matmul_peaks,
+    model_for,
     openvino_matmul_gflops,
-    prepare_model,
     print_table,
     ratio_text,
     rounds,
@@ -64,17 +64,19 @@ def main() -> None:
     parser.add_argument("--curve-sentences", type=int, help="recursive curve sentences (default 100)")
     args = parser.parse_args()
     loo_count, curve_count = SIZES[args.quick]
-    bench_model = prepare_model()
+    bench_model = model_for(args)
     print(machine_line())
     print(f"model: {bench_model.description}; threads per backend: {compute_threads()}")
 
-    peaks = matmul_peaks("cpu", "fp32") | {"openvino": openvino_matmul_gflops("fp32")}
+    peaks = matmul_peaks("cpu", "fp32", quick=args.quick) | {
+        "openvino": openvino_matmul_gflops("fp32", quick=args.quick)
+    }
     peak = max(peaks.values())
     backends = {
         "ORT fp32": bench_model.ort_backend("fp32"),
         "OpenVINO fp32": bench_model.openvino_backend("fp32"),
     }
-    split = test_sentences(bench_model.tokenizer, args.sentences or loo_count)
+    split = test_sentences(bench_model.tokenizer, args.sentences or loo_count, short=args.quick)
     timed = timed_rounds(
         {name: engine_loo(backend, split) for name, backend in backends.items()}, rounds(args)
     )
@@ -93,7 +95,7 @@ def main() -> None:
         "same_order": sum(same_order(a, b) for a, b in zip(ort_scores, ov_scores, strict=True)),
     }
 
-    curve_split = test_sentences(bench_model.tokenizer, args.curve_sentences or curve_count)
+    curve_split = test_sentences(bench_model.tokenizer, args.curve_sentences or curve_count, short=args.quick)
     curves, masks = {}, {}
     for name, backend in backends.items():
         with tempfile.TemporaryDirectory(prefix="fmm-bench-backends-") as work:

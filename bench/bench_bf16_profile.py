@@ -29,7 +29,7 @@ from common import (
     encoder_flops,
     machine_line,
     matmul_peaks,
-    prepare_model,
+    model_for,
     print_table,
     rounds,
     share_text,
@@ -155,11 +155,11 @@ def main() -> None:
     parser = bench_parser(__doc__)
     parser.add_argument("--sentences", type=int, help="LOO workload sentences (default 100, --quick 5)")
     args = parser.parse_args()
-    bench_model = prepare_model()
+    bench_model = model_for(args)
     print(machine_line())
     print(f"model: {bench_model.description}; threads: {compute_threads()}")
     _, width, intermediate = bench_model.shape
-    peaks = matmul_peaks("cpu", "bf16")
+    peaks = matmul_peaks("cpu", "bf16", quick=args.quick)
     if not peaks:
         parser.error("this CPU has no native bf16 (avx512_bf16 / amx_bf16): there is no bf16 peak to profile")
     gemms = {
@@ -169,7 +169,9 @@ def main() -> None:
     }
     # a model-shaped GEMM may outrun the 2048² one (which spills the L2 cache in bf16): the best counts
     peak = max([*peaks.values(), *gemms.values()])
-    split = test_sentences(bench_model.tokenizer, args.sentences or (5 if args.quick else 100))
+    split = test_sentences(
+        bench_model.tokenizer, args.sentences or (5 if args.quick else 100), short=args.quick
+    )
     lengths = loo_row_lengths(split, bench_model.info.mask_id)
     gflop = encoder_flops(lengths, bench_model.shape, first_token_last_layer=True) / 1e9
     path = bench_model.onnx_path("fp32")

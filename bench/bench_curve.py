@@ -38,7 +38,7 @@ from common import (
     check_device,
     explained_counts,
     machine_line,
-    prepare_model,
+    model_for,
     print_table,
     ratio_text,
     straightforward_loo_abs,
@@ -286,17 +286,16 @@ def bf16_loo_curve(
 
 
 def run(
+    bench_model: BenchModel,
     quick: bool,
     device: str = "cpu",
     limit: int | None = None,
     beam_count: int | None = None,
     comparison_sentences: int | None = None,
     measures: list[str] | None = None,
-    bench_model: BenchModel | None = None,
 ) -> dict:
     """Per-measure curve times on `limit` sentences and the 200-sentence LOO curve comparison; sizes not
     given come from SIZES[quick]. measures=[] skips the per-measure times."""
-    bench_model = bench_model or prepare_model()
     sizes = SIZES[quick]
     if measures is None:
         measures = [*MEASURES, BEAM]
@@ -403,7 +402,13 @@ def main() -> None:
     check_device(parser, args.device)
     print(machine_line())
     record = run(
-        args.quick, args.device, args.limit, args.beam_sentences, args.comparison_sentences, args.measures
+        model_for(args),
+        args.quick,
+        args.device,
+        args.limit,
+        args.beam_sentences,
+        args.comparison_sentences,
+        args.measures,
     )
     print(f"model: {record['model']}")
     if "times" in record:

@@ -37,9 +37,9 @@ from common import (
     encoder_flops,
     machine_line,
     max_abs_difference,
+    model_for,
     peak_gflops,
     peak_share,
-    prepare_model,
     print_table,
     ratio_text,
     rounds,
@@ -88,10 +88,10 @@ def engine_loo(backend: Backend, token_budget: int, max_rows: int) -> LooRunner:
 
 
 def time_in_chunks(
-    runners: dict[str, LooRunner], split: EncodedSplit, repeat: int, chunk: int, device: str
+    runners: dict[str, LooRunner], split: EncodedSplit, repeat: int, chunk: int, device: str, quick: bool
 ) -> tuple[dict[str, tuple[float, list[np.ndarray]]], float]:
     """Per runner: summed best-of-`repeat` seconds over chunks of `chunk` sentences, and its scores; and the
-    best matmul peak (GFLOP/s) measured between chunks."""
+    best matmul peak (GFLOP/s) measured between chunks (quick: a small matmul's)."""
     seconds = dict.fromkeys(runners, 0.0)
     scores: dict[str, list[np.ndarray]] = {name: [] for name in runners}
     peak = 0.0
@@ -103,7 +103,7 @@ def time_in_chunks(
         for name, (took, result) in timed.items():
             seconds[name] += took
             scores[name].extend(result)
-        peak = max(peak, peak_gflops(device, "fp32", repeat=3))
+        peak = max(peak, peak_gflops(device, "fp32", repeat=3, quick=quick))
     return {name: (seconds[name], scores[name]) for name in runners}, peak
 
 
@@ -173,8 +173,8 @@ def main() -> None:
     repeat = rounds(args)
     sentences = args.sentences or (20 if args.quick else 200)
     sweep_sentences = min(sentences, 10 if args.quick else 50)
-    bench_model = prepare_model()
-    split = test_sentences(bench_model.tokenizer, sentences)
+    bench_model = model_for(args)
+    split = test_sentences(bench_model.tokenizer, sentences, short=args.quick)
     lengths = loo_row_lengths(split, bench_model.info.mask_id)
     budget = args.token_budget
 
@@ -199,7 +199,7 @@ def main() -> None:
         f"{bench_model.description}; {sentences} sentences → {len(lengths)} LOO rows, {int(lengths.sum())} "
         f"tokens; useful FLOPs: {FLOP_FORMULA}; per {CHUNK_SENTENCES} sentences best of {repeat} rounds"
     )
-    timed, peak = time_in_chunks(runners, split, repeat, CHUNK_SENTENCES, args.device)
+    timed, peak = time_in_chunks(runners, split, repeat, CHUNK_SENTENCES, args.device, args.quick)
     table = results_table(timed, split, bench_model, peak, straightforward_first=True)
     show(table, peak)
 
@@ -219,7 +219,9 @@ def main() -> None:
         f"{repeat}; speed-up vs the first line (engine default: budget {ENGINE_DEFAULTS[0]}, max_rows "
         f"{ENGINE_DEFAULTS[1]}; ORT default threads: {physical_cores()}):"
     )
-    sweep_timed, sweep_peak = time_in_chunks(sweep, sweep_split, repeat, sweep_sentences, args.device)
+    sweep_timed, sweep_peak = time_in_chunks(
+        sweep, sweep_split, repeat, sweep_sentences, args.device, args.quick
+    )
     peak = max(peak, sweep_peak)
     sweeps = results_table(sweep_timed, sweep_split, bench_model, peak, straightforward_first=False)
     show(sweeps, peak)

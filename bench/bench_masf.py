@@ -22,18 +22,22 @@ from pathlib import Path
 import numba
 import numpy as np
 
+from fmm_fast.protocols.masf.reduction import DEFAULT_SPLIT_COMPONENTS
 from fmm_fast.protocols.masf.statistic import (
     CALIBRATION_METHODS,
     MaSFCalibration,
     masf_numpy_p_values,
     masf_oracle_p_values,
+    min_calibration_examples,
 )
 
 LAYERS, HIDDEN = 7, 384
 SEED = 0
 GOAL_VS_NUMPY = 5.0
 FULL_SIZES = (2_000, 10_000, 500)
-QUICK_SIZES = (500, 2_000, 100)
+# the fewest calibration signals both calibrations take (the split's half A must exceed its components)
+SMALLEST_CALIBRATION = max(min_calibration_examples(method) for method in CALIBRATION_METHODS)
+QUICK_SIZES = (SMALLEST_CALIBRATION, 200, 20)
 IDENTICAL_LABELS = {True: "yes", False: "NO", None: "ref"}
 
 PValueMethod = Callable[[np.ndarray, np.ndarray, str], np.ndarray]
@@ -91,7 +95,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--quick", action="store_true", help="N_cal 500, N_test 2,000, oracle 100")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"N_cal {QUICK_SIZES[0]}, N_test {QUICK_SIZES[1]}, oracle {QUICK_SIZES[2]}",
+    )
     parser.add_argument(
         "--sizes", nargs=3, type=int, metavar=("N_CAL", "N_TEST", "N_ORACLE"), help="explicit sizes"
     )
@@ -100,13 +108,18 @@ def main() -> None:
     args = parser.parse_args()
     n_calibration, n_test, n_oracle = args.sizes or (QUICK_SIZES if args.quick else FULL_SIZES)
     n_oracle = min(n_oracle, n_test)
+    if n_calibration < SMALLEST_CALIBRATION:  # before any work
+        parser.error(
+            f"--sizes: N_CAL must be at least {SMALLEST_CALIBRATION} (the split calibration's half A above "
+            f"its {DEFAULT_SPLIT_COMPONENTS} principal components per layer), got {n_calibration}"
+        )
 
     rng = np.random.default_rng(SEED)
     calibration = rng.standard_normal((n_calibration, LAYERS, HIDDEN), dtype=np.float32)
     test = rng.standard_normal((n_test, LAYERS, HIDDEN), dtype=np.float32)
 
-    for method in CALIBRATION_METHODS:  # warm-up: compile or load the cached kernels
-        numba_p_values(calibration[:40], test[:2], method)
+    for method in CALIBRATION_METHODS:  # warm-up: compile or load the cached kernels, on the fewest signals
+        numba_p_values(calibration[:SMALLEST_CALIBRATION], test[:2], method)
     results = {
         "n_calibration": n_calibration,
         "n_test": n_test,

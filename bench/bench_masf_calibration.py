@@ -1,6 +1,6 @@
 """Which split calibration for MaSF: validity, p-value floor and power of candidate variants, measured.
 
-    .venv/bin/python bench/bench_masf_calibration.py [--variants NAME ...] [--repeats R]
+    .venv/bin/python bench/bench_masf_calibration.py [--quick] [--variants NAME ...] [--repeats R]
         [--reproduction DIR --seeds S ...] [--cache DIR] [--json PATH]
 
 e.g. the product's split calibration at r = 0, 16, 32, 64 principal components per layer on the movie-snippets
@@ -37,6 +37,8 @@ Measured:
 --reproduction DIR is a `bench/reproduce --scale small --datasets movie-snippets --masf-only` folder
 (its onnx/movie-snippets-{plain,masked}-seed-S.onnx); the signals are computed as `fmm-fast masf` computes
 them (protocols.masf.run.masf_signals) and cached in --cache.
+--quick: one draw of the fewest calibration signals QUICK_VARIANTS (one of each kind) take, and 50 fresh
+rows, to check that it runs; its figures mean nothing.
 """
 
 from __future__ import annotations
@@ -57,11 +59,23 @@ from fmm_fast.protocols.masf.statistic import (
     _simes_statistics_dynamic,
     _sorted_feature_columns,
     calibration_halves,
+    min_calibration_examples,
     summarize_p_values,
 )
 
 LAYERS, HIDDEN = 7, 384
-N_CALIBRATION, N_FRESH = 917, 1000
+PCA_BEFORE = 32  # pca32-split-before's principal components per layer
+QUICK_COMPONENTS = 16  # --quick's product split reduction
+QUICK_VARIANTS = (
+    "split-before",
+    "conformal-l1",
+    "split-r0",
+    f"split-r{QUICK_COMPONENTS}",
+    "cross-conformal-2",
+    "pca32-split-before",
+)  # one of each kind
+# synthetic calibration and fresh rows; --quick: the fewest that every quick variant's half A takes
+SIZES = {False: (917, 1000), True: (min_calibration_examples("split", max(QUICK_COMPONENTS, PCA_BEFORE)), 50)}
 FAR_AWAY = np.float32(1e6)
 RATIOS_CHECKED = tuple(f"{0.1 * j:.1f}" for j in range(11))
 POWER_SPLIT_SEED = 0  # `fmm-fast masf --calibration-seed`'s default: the halves the README's tables used
@@ -129,7 +143,7 @@ def cross_conformal(folds: int) -> Variant:
 
 def pca32_split_before(calibration: np.ndarray, test: np.ndarray, seed: int) -> np.ndarray:
     a, b = halves(calibration, seed)
-    projection = LayerProjection.fit(a, 32)
+    projection = LayerProjection.fit(a, PCA_BEFORE)
     a, b, test = (projection.apply(x) for x in (a, b, test))
     return in_sample_b_p_values(simes_against(a, b, False), simes_against(a, test, False))
 
@@ -155,11 +169,12 @@ def synthetic(kind: str, rng: np.random.Generator, n: int) -> np.ndarray:
     return np.abs(rng.standard_t(3, size=(n, LAYERS, HIDDEN))).astype(np.float32)
 
 
-def synthetic_validity(variant: Variant, kind: str, repeats: int) -> dict:
+def synthetic_validity(variant: Variant, kind: str, repeats: int, sizes: tuple[int, int]) -> dict:
+    """sizes: synthetic calibration and fresh rows."""
     shares, floors = [], []
     for repeat in range(repeats):
         rng = np.random.default_rng(1000 + repeat)
-        calibration, fresh = synthetic(kind, rng, N_CALIBRATION), synthetic(kind, rng, N_FRESH)
+        calibration, fresh = synthetic(kind, rng, sizes[0]), synthetic(kind, rng, sizes[1])
         shares.append(float(np.mean(variant(calibration, fresh, repeat) < IN_DISTRIBUTION_LEVEL)))
         floors.append(floor(variant, calibration, repeat))
     return {
@@ -237,14 +252,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--variants", nargs="+", choices=sorted(VARIANTS), default=list(VARIANTS))
-    parser.add_argument("--repeats", type=int, default=6, help="calibration draws per validity figure")
+    parser.add_argument(
+        "--variants", nargs="+", choices=sorted(VARIANTS), help="default: all (--quick: a few)"
+    )
+    parser.add_argument(
+        "--repeats", type=int, help="calibration draws per validity figure (default 6, --quick 1)"
+    )
+    parser.add_argument("--quick", action="store_true", help="a few variants, few signals, one draw")
     parser.add_argument("--synthetic", nargs="*", default=["gaussian", "heavy-tailed"])
     parser.add_argument("--reproduction", type=Path, help="a bench/reproduce --masf-only folder")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
     parser.add_argument("--cache", type=Path, default=Path("bench/results/masf-calibration-signals"))
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    args.variants = args.variants or list(QUICK_VARIANTS if args.quick else VARIANTS)
+    args.repeats = args.repeats or (1 if args.quick else 6)
     results: dict = {"arguments": {k: str(v) for k, v in vars(args).items()}, "variants": {}}
     models = {}
     if args.reproduction:
@@ -263,7 +285,10 @@ def main() -> None:
             print(f"in-sample  {name:<15} floor {figures['floor']:.4f}  Simes {_ratios(figures['power'])}")
     for name in args.variants:
         variant = VARIANTS[name]
-        row: dict = {kind: synthetic_validity(variant, kind, args.repeats) for kind in args.synthetic}
+        row: dict = {
+            kind: synthetic_validity(variant, kind, args.repeats, SIZES[args.quick])
+            for kind in args.synthetic
+        }
         for kind in args.synthetic:
             print(
                 f"{name:<19} {kind:<12} share p<0.05 {row[kind]['share_below_0.05']:.4f} "

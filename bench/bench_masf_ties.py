@@ -1,6 +1,7 @@
 """How far the paper's float32 arithmetic moves MaSF p-values from fmm-fast's exact ties (docs/method.md §6).
 
-    .venv/bin/python bench/bench_masf_ties.py [--repeats R] [--n-calibration N] [--n-test M] [--json PATH]
+    .venv/bin/python bench/bench_masf_ties.py [--quick] [--repeats R] [--n-calibration N] [--n-test M]
+                                              [--json PATH]
 
 Workload: N calibration signals (default 917, movie-snippets' validation split) and M fresh and M shifted
 test signals (default 300 each) of 7 × 384 heavy-tailed features (|Student t| with 3 degrees of freedom,
@@ -8,7 +9,8 @@ like per-layer maxima of hidden states), per repetition a new seed. Both sides a
 (the paper's). The exact side is MaSFCalibration; the paper's side transcribes ecoroar/ood/masf_slow.py's
 arithmetic: every share count / n cast to float32, min(p, 1 − p) and the Simes products (n / i) · p in
 float32, the level-2 and level-3 ECDFs compare float32 values, Fisher sums float32 logarithms. Printed: the
-largest and mean |Δp|, and how many verdicts at 0.05 differ, per test set.
+largest and mean |Δp|, and how many verdicts at 0.05 differ, per test set. --quick: one repetition of the
+fewest calibration signals the in-sample calibration takes and 10 test rows, to check that it runs.
 """
 
 from __future__ import annotations
@@ -19,10 +21,17 @@ from pathlib import Path
 
 import numpy as np
 
-from fmm_fast.protocols.masf.statistic import FISHER_EPSILON, IN_DISTRIBUTION_LEVEL, MaSFCalibration
+from fmm_fast.protocols.masf.statistic import (
+    FISHER_EPSILON,
+    IN_DISTRIBUTION_LEVEL,
+    MaSFCalibration,
+    min_calibration_examples,
+)
 
 LAYERS, HIDDEN = 7, 384
 SHIFT_SCALE = np.float32(1.1)  # the shifted test set: signals scaled by 10%
+# by --quick: repetitions, calibration signals, test signals per test set
+SIZES = {False: (6, 917, 300), True: (1, min_calibration_examples("in-sample"), 10)}
 
 
 def heavy_tailed(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -82,11 +91,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--repeats", type=int, default=6)
-    parser.add_argument("--n-calibration", type=int, default=917)
-    parser.add_argument("--n-test", type=int, default=300)
+    parser.add_argument("--repeats", type=int, help=f"default {SIZES[False][0]}")
+    parser.add_argument("--n-calibration", type=int, help=f"default {SIZES[False][1]}")
+    parser.add_argument("--n-test", type=int, help=f"default {SIZES[False][2]}")
+    parser.add_argument("--quick", action="store_true", help="the smallest sizes: checks that it runs")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    defaults = SIZES[args.quick]
+    args.repeats = args.repeats or defaults[0]
+    args.n_calibration = args.n_calibration or defaults[1]
+    args.n_test = args.n_test or defaults[2]
     rows = []
     print(
         f"in-sample MaSF, N={args.n_calibration} calibration, {args.n_test} fresh and {args.n_test} shifted "

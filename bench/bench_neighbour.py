@@ -15,6 +15,7 @@ the slowest round shows the noise:
   - alone on all cores (the default: one thread per core);
   - beside the neighbour: the default (all cores' threads, unpinned), `fmm-fast --threads 1` (capped, not
     pinned), and pinned to the free core (`taskset -c 1`: fmm-fast then takes one thread from the mask).
+--quick: the tiny model, 4 sentences, one round of the first and the last row, to check that it runs.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from common import (
     REPO_ROOT,
     bench_parser,
     machine_line,
-    prepare_model,
+    model_for,
     print_table,
     ratio_text,
     rounds,
@@ -49,6 +50,7 @@ NEIGHBOUR = (
     "    a = torch.tanh(a @ a)\n"
 )
 SENTENCES = {False: 40, True: 4}  # by --quick
+QUICK_ROWS = ("alone, pinned to core 1", "beside the neighbour, pinned to the free core")
 
 
 def pinned_to(core: int) -> Callable[[], None]:
@@ -93,7 +95,7 @@ def main() -> None:
     if len(os.sched_getaffinity(0)) < 2:
         parser.error("needs at least 2 cores to run on (the neighbour takes core 0, the workload core 1)")
     sentences = args.sentences or SENTENCES[args.quick]
-    onnx = prepare_model().onnx_path("fp32")
+    onnx = model_for(args).onnx_path("fp32")
     print(machine_line())
     print(f"workload: evaluate -m loo-abs (with rand), {sentences} sentences, ONNX Runtime fp32")
 
@@ -107,6 +109,8 @@ def main() -> None:
         "beside the neighbour, --threads 1, not pinned": lambda: beside_neighbour(workload(threads=1)),
         "beside the neighbour, pinned to the free core": lambda: beside_neighbour(workload(core=FREE_CORE)),
     }
+    if args.quick:  # the baseline and one run beside the neighbour: each row is an fmm-fast process
+        runners = {name: runners[name] for name in QUICK_ROWS}
     seconds: dict[str, list[float]] = {name: [] for name in runners}
     for _ in range(rounds(args)):  # interleaved: a slow minute of the machine touches every row
         for name, run in runners.items():

@@ -40,8 +40,8 @@ from common import (
     machine_line,
     matmul_peaks,
     max_abs_difference,
+    model_for,
     peak_share,
-    prepare_model,
     print_table,
     ratio_text,
     rounds,
@@ -247,18 +247,20 @@ def bf16_implementations(
     return implementations
 
 
-def measured_peaks(device: str) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+def measured_peaks(device: str, quick: bool) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
     """(best GFLOP/s per precision, every kernel's GFLOP/s per precision) for `device`'s precisions."""
     precisions = ("fp32", "fp16") if device == "cuda" else ("fp32", "bf16")
-    kernels = {precision: matmul_peaks(device, precision) for precision in precisions}
+    kernels = {precision: matmul_peaks(device, precision, quick=quick) for precision in precisions}
     kernels = {precision: found for precision, found in kernels.items() if found}
     return {precision: max(found.values()) for precision, found in kernels.items()}, kernels
 
 
-def run_loo(bench_model: BenchModel, split: EncodedSplit, device: str, repeat: int) -> dict:
+def run_loo(
+    bench_model: BenchModel, split: EncodedSplit, device: str, repeat: int, quick: bool = False
+) -> dict:
     """Time every LOO implementation (best of `repeat` interleaved rounds) on `split`; the first is the
-    baseline of the ratios and of max |Δscore|."""
-    peaks, kernels = measured_peaks(device)
+    baseline of the ratios and of max |Δscore| (quick: against a small matmul's peak)."""
+    peaks, kernels = measured_peaks(device, quick)
     implementations = loo_implementations(bench_model, split, device, peaks)
     timed = best_of_rounds({item.name: item.run for item in implementations}, repeat)
     lengths = loo_row_lengths(split, bench_model.info.mask_id)
@@ -511,16 +513,15 @@ def print_beam(result: dict) -> None:
 
 # ------------------------------------------------------------------------------------------------ run
 def run(
+    bench_model: BenchModel,
     quick: bool,
     device: str = "cpu",
     sentences: int | None = None,
     beam_count: int | None = None,
     reference_count: int | None = None,
     repeat: int | None = None,
-    bench_model: BenchModel | None = None,
 ) -> dict:
     """LOO and beam results on `device` (cpu | cuda); sizes not given come from SIZES[quick]."""
-    bench_model = bench_model or prepare_model()
     sizes = SIZES[quick]
     repeat = repeat or (1 if quick else 3)
     split = test_sentences(bench_model.tokenizer, short=quick)
@@ -529,7 +530,7 @@ def run(
     loo_split = test_sentences(bench_model.tokenizer, sentences or sizes.loo_sentences, short=quick)
     return {
         "model": bench_model.description,
-        "loo": run_loo(bench_model, loo_split, device, repeat),
+        "loo": run_loo(bench_model, loo_split, device, repeat, quick),
         "beam": run_beam(bench_model, subset, device, reference_count, repeat),
     }
 
@@ -543,7 +544,13 @@ def main() -> None:
     check_device(parser, args.device)
     print(machine_line())
     result = run(
-        args.quick, args.device, args.sentences, args.beam_sentences, args.reference_sentences, rounds(args)
+        model_for(args),
+        args.quick,
+        args.device,
+        args.sentences,
+        args.beam_sentences,
+        args.reference_sentences,
+        rounds(args),
     )
     print(f"model: {result['model']}")
     print_loo(result["loo"])

@@ -27,7 +27,7 @@ from common import (
     best_of_rounds,
     check_device,
     machine_line,
-    prepare_model,
+    model_for,
     print_table,
     ratio_text,
     rounds,
@@ -91,8 +91,7 @@ def largest_difference(values: dict[str, np.ndarray], reference: dict[str, np.nd
     return float("inf") if undefined_differs else float(max(differences))
 
 
-def run(quick: bool, device: str, sentences: int | None, repeat: int) -> dict:
-    model = prepare_model()
+def run(model: BenchModel, quick: bool, device: str, sentences: int | None, repeat: int) -> dict:
     split = test_sentences(model.tokenizer, sentences or SENTENCES[quick], short=quick)
     ort, torch_backend = model.ort_backend("fp32", device), model.torch_backend(device)  # set up untimed
     runners = {
@@ -128,7 +127,7 @@ def main() -> None:
     args = parser.parse_args()
     check_device(parser, args.device)
     print(machine_line())
-    result = run(args.quick, args.device, args.sentences, rounds(args))
+    result = run(model_for(args), args.quick, args.device, args.sentences, rounds(args))
     print(
         f"model: {result['model']}; {MEASURE} on {result['sentences']} sentences, device {result['device']}"
     )

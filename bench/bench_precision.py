@@ -57,7 +57,7 @@ from fmm_fast.measures.spec import BASELINE
 from fmm_fast.protocols.curve_stats import RATIOS
 from fmm_fast.protocols.erasure import ErasureRun, explain_split
 from fmm_fast.protocols.masf.run import run_masf
-from fmm_fast.protocols.masf.statistic import CALIBRATION_METHODS, IN_DISTRIBUTION_LEVEL
+from fmm_fast.protocols.masf.statistic import CALIBRATION_METHODS, IN_DISTRIBUTION_LEVEL, split_components_for
 from fmm_fast.training.base_models import TINY_ROBERTA, resolve_pretrained
 from fmm_fast.training.train import train
 
@@ -187,15 +187,21 @@ def score_correlation(models: dict[str, LoadedModel], split: EncodedSplit, measu
     return float(np.mean(correlations)) if correlations else float("nan")
 
 
-def masf_shift(models: dict[str, LoadedModel], data: DataOptions, limit: int) -> dict:
-    """Per MaSF calibration method (in-sample, split; on the whole validation split): the Simes p-value per
-    ratio in both precisions, its shift bf16 − fp32, and whether the in-distribution verdicts agree."""
+def masf_shift(models: dict[str, LoadedModel], data: DataOptions, limit: int, n_validation: int) -> dict:
+    """Per MaSF calibration method (in-sample, split; on the whole validation split of n_validation examples,
+    the split reduced to the default components or as many as it takes): the Simes p-value per ratio in both
+    precisions, its shift bf16 − fp32, and whether the in-distribution verdicts agree."""
     simes = {}
     for name, loaded in models.items():
-        by_method = run_masf(
-            loaded,
-            MasfSettings((loaded.path,), replace(data, limit=limit), SEED, calibrations=CALIBRATION_METHODS),
+        components = split_components_for(n_validation, loaded.info.hidden_size)
+        settings = MasfSettings(
+            (loaded.path,),
+            replace(data, limit=limit),
+            SEED,
+            calibrations=CALIBRATION_METHODS,
+            split_components=components,
         )
+        by_method = run_masf(loaded, settings)
         simes[name] = {
             method: {f"{s['ratio']:.1f}": s["simes"] for s in result["per_ratio"]}
             for method, result in by_method.items()
@@ -263,7 +269,7 @@ def study(
         "beam_sentences": len(beam_split),
         "agreement": agreement(models, split),
         "measures": rows,
-        "masf": masf_shift(models, data, len(split)),
+        "masf": masf_shift(models, data, len(split), len(text_dataset.splits["validation"])),
     }
 
 

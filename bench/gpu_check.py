@@ -1,10 +1,10 @@
 """GPU check: the engine, LOO, beam search and a recursive curve on PyTorch CUDA, against the straightforward
 per-sentence PyTorch loop on the same GPU (and ONNX Runtime CUDA where onnxruntime-gpu is installed).
 
-    python bench/gpu_check.py [--checkpoint DIR] [--sentences N] [--json PATH]
+    python bench/gpu_check.py [--quick] [--checkpoint DIR] [--sentences N] [--json PATH]
 
 Prints one table; every figure is a ratio against a baseline measured in the same run. Without CUDA it
-says so and exits 0 (CI has no GPU).
+says so and exits 0 (CI has no GPU). --quick: the tiny model and a few sentences, to check that it runs.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_occlusion import BEAM_SIZE, beam_sentences, engine_loo, explain_batch, straightforward_loo
 from common import (
+    CACHE_DIR,
     encoder_flops,
     explained_counts,
     machine_line,
@@ -41,6 +42,7 @@ from fmm_fast.measures.beam import BeamSearch, beam_forward_bound
 from fmm_fast.protocols.erasure import ErasureRun
 from fmm_fast.training.models import load_checkpoint
 
+SIZES = {False: (400, 40, 872), True: (5, 2, 4)}  # by --quick: LOO, beam and curve sentences
 PAPER_V100_MINUTES = {"loo curve": 15.0, "beam-10 curve": 22.0}  # method.md §7, RoBERTa-base, SST2 test (872)
 
 
@@ -58,13 +60,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--checkpoint", type=Path, default=None, help="default: bench/common's MiniLM")
-    parser.add_argument("--sentences", type=int, default=400, help="LOO sentences")
-    parser.add_argument("--beam-sentences", type=int, default=40)
-    parser.add_argument("--curve-sentences", type=int, default=872)
+    parser.add_argument("--checkpoint", type=Path, default=None, help="default: bench/common's model")
+    parser.add_argument("--sentences", type=int, help=f"LOO sentences (default {SIZES[False][0]})")
+    parser.add_argument("--beam-sentences", type=int, help=f"default {SIZES[False][1]}")
+    parser.add_argument("--curve-sentences", type=int, help=f"default {SIZES[False][2]}")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--device", default="cuda", help="cpu only to dry-run this script")
+    parser.add_argument(
+        "--quick", action="store_true", help="the tiny model, a few sentences: checks it runs"
+    )
+    parser.add_argument(
+        "--cache", type=Path, default=CACHE_DIR, help="the bench model's folder (no --checkpoint)"
+    )
     args = parser.parse_args()
+    defaults = SIZES[args.quick]
+    args.sentences = args.sentences or defaults[0]
+    args.beam_sentences = args.beam_sentences or defaults[1]
+    args.curve_sentences = args.curve_sentences or defaults[2]
     device = args.device
     if device == "cuda" and not torch.cuda.is_available():
         print("gpu_check: skipped, PyTorch sees no CUDA device")
@@ -72,7 +84,7 @@ def main() -> None:
     if args.checkpoint is None:
         from common import prepare_model
 
-        args.checkpoint = prepare_model().checkpoint
+        args.checkpoint = prepare_model(args.quick, args.cache).checkpoint
     model, tokenizer, info = load_checkpoint(args.checkpoint)
     model = model.float()
     shape = (
@@ -82,7 +94,7 @@ def main() -> None:
     )
     split = test_sentences(tokenizer)
     loo_split = split.subset(range(min(args.sentences, len(split))))
-    peak = {precision: peak_gflops(device, precision) for precision in ("fp32", "fp16")}
+    peak = {precision: peak_gflops(device, precision, quick=args.quick) for precision in ("fp32", "fp16")}
     rows, record = [], {"machine": machine_line(), "checkpoint": str(args.checkpoint), "peak_gflops": peak}
 
     # LOO: straightforward loop vs the engine (fp32, fp16), same GPU; scores checked against the CPU engine

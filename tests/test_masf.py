@@ -21,7 +21,9 @@ from fmm_fast.protocols.masf.statistic import (
     calibration_variant,
     masf_numpy_p_values,
     masf_oracle_p_values,
+    min_calibration_examples,
     reference_sets,
+    split_components_for,
     summarize_p_values,
 )
 
@@ -523,6 +525,40 @@ def test_bad_split_components_are_one_line_user_errors(components, message):
         assert "\n" not in str(raised.value)
     MaSFCalibration.fit(signals, "split", components=19)  # |A| − 1 directions: fine
     MaSFCalibration.fit(signals, "in-sample", components=max(components, 0))  # the split's option only
+
+
+@pytest.mark.parametrize(
+    ("method", "components"),
+    [
+        ("in-sample", 0),
+        ("in-sample", 32),
+        ("split", 0),
+        ("split", 5),
+        ("split", 19),
+        ("split", 20),
+        ("split", 32),
+    ],
+)
+def test_the_fewest_calibration_examples_are_accepted_and_one_fewer_is_not(method, components):
+    """min_calibration_examples is check_calibration_size's own rule (the benches size calibrations by it)."""
+    fewest = min_calibration_examples(method, components)
+    signals = np.random.default_rng(1).standard_normal((fewest, 2, 48)).astype(np.float32)
+    MaSFCalibration.fit(signals, method, components=components)
+    with pytest.raises(UserError):
+        MaSFCalibration.fit(signals[:-1], method, components=components)
+
+
+@pytest.mark.parametrize(
+    ("n_calibration", "hidden"), [(40, 48), (56, 48), (65, 48), (66, 48), (200, 48), (200, 20)]
+)
+def test_split_components_for_a_calibration_are_the_most_it_takes(n_calibration, hidden):
+    components = split_components_for(n_calibration, hidden)
+    assert components == min(32, n_calibration // 2 - 1, hidden - 1)  # the default where it fits
+    signals = np.random.default_rng(2).standard_normal((n_calibration, 2, hidden)).astype(np.float32)
+    MaSFCalibration.fit(signals, "split", components=components)
+    if components < 32:  # one more would not fit
+        with pytest.raises(UserError):
+            MaSFCalibration.fit(signals, "split", components=components + 1)
 
 
 def test_unknown_calibration_method_rejected():

@@ -144,11 +144,27 @@ def check_calibration_method(method: str) -> None:
         )
 
 
+def min_calibration_examples(method: str, components: int = DEFAULT_SPLIT_COMPONENTS) -> int:
+    """The fewest calibration examples check_calibration_size accepts for `method` (of a hidden size above
+    `components`): MIN_CALIBRATION_EXAMPLES per reference set, and for split a half A of more than
+    `components` examples."""
+    if method != "split":
+        return MIN_CALIBRATION_EXAMPLES
+    return 2 * max(MIN_CALIBRATION_EXAMPLES, components + 1)
+
+
+def split_components_for(n_calibration: int, hidden: int, components: int = DEFAULT_SPLIT_COMPONENTS) -> int:
+    """`components`, or fewer where the split of N calibration examples of hidden size D needs it: the most
+    check_calibration_size accepts (half A of ⌊N/2⌋ examples varies in ⌊N/2⌋ − 1 directions, and fewer
+    than D reduce anything); 0 (no reduction) when none fits."""
+    return max(0, min(components, n_calibration // 2 - 1, hidden - 1))
+
+
 def check_calibration_size(method: str, n_calibration: int, hidden: int, components: int) -> None:
     """UserError unless N calibration examples of hidden size D suffice for `method` (and, for split, for
     `components` principal components per layer of half A): checked before any signal is computed too."""
     check_calibration_method(method)
-    needed = MIN_CALIBRATION_EXAMPLES * (2 if method == "split" else 1)
+    needed = min_calibration_examples(method, 0)
     if n_calibration < needed:
         per_half = f" ({MIN_CALIBRATION_EXAMPLES} per half)" if method == "split" else ""
         raise UserError(

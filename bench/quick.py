@@ -1,0 +1,159 @@
+"""`bench/run --quick`'s second part: every other bench script end to end at its --quick size (the tiny
+model, a handful of examples), each in a process of its own as a person runs it, all output under one folder.
+
+A script that needs what this machine lacks (a GPU, a CPU with native bf16, two cores, PyPI) is skipped with
+the reason. bench/run's own table runs the rest (TABLE_SCRIPTS). tests/test_bench_quick.py runs it all and
+checks that every script of bench/ is in one or the other, so a new script cannot be left out.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+BENCH_DIR = Path(__file__).resolve().parent
+TABLE_SCRIPTS = ("bench_occlusion.py", "bench_curve.py", "bench_masf.py")  # run by bench/run's own table
+LOG_TAIL_LINES = 25
+
+Arguments = Callable[[Path, Path], list[str]]  # (output folder, model cache) -> command-line arguments
+
+
+@dataclass(frozen=True)
+class QuickRun:
+    """One script's quick run. needs: why it cannot run here (None when it can), asked just before it runs;
+    runner: what starts it (python for a .py)."""
+
+    script: str
+    arguments: Arguments
+    needs: Callable[[str], str | None] = field(default=lambda device: None)
+    runner: tuple[str, ...] = (sys.executable,)
+
+
+@dataclass
+class Outcome:
+    script: str
+    status: str  # ok | skipped | FAILED
+    seconds: float = 0.0  # wall
+    cpu_seconds: float = 0.0  # user + system of the script's processes: its cost on a busy machine too
+    note: str = ""  # the reason of a skip, the exit status and log of a failure
+
+
+# ---------------------------------------------------------------------------------------- arguments
+def model_bench(name: str) -> Arguments:
+    """A script on the tiny model kept in the cache, its JSON at OUT/NAME.json."""
+    return lambda out, cache: ["--quick", "--json", str(out / f"{name}.json"), "--cache", str(cache)]
+
+
+def json_only(name: str) -> Arguments:
+    """A script without a model, its JSON at OUT/NAME.json."""
+    return lambda out, cache: ["--quick", "--json", str(out / f"{name}.json")]
+
+
+def into(name: str, *options: str) -> Arguments:
+    """--quick (or `options`) with everything written under OUT/NAME (--out)."""
+    return lambda out, cache: [*(options or ("--quick",)), "--out", str(out / name)]
+
+
+# ----------------------------------------------------------------------------------------------- needs
+def needs_module(module: str, extra: str) -> Callable[[str], str | None]:
+    def check(device: str) -> str | None:
+        found = importlib.util.find_spec(module) is not None
+        return None if found else f"needs {module} (pip install -e '.[{extra}]')"
+
+    return check
+
+
+def needs_native_bf16(device: str) -> str | None:
+    from fmm_fast.backends.precision import cpu_has_native_bf16, no_native_bf16
+
+    return None if cpu_has_native_bf16() else f"{no_native_bf16()}: it refuses to emulate it"
+
+
+def needs_two_cores(device: str) -> str | None:
+    cores = len(os.sched_getaffinity(0))
+    return (
+        None if cores >= 2 else f"needs 2 cores to run on (the neighbour takes one), this process has {cores}"
+    )
+
+
+def needs_cuda(device: str) -> str | None:
+    from common import cuda_available
+
+    if device == "cpu":
+        return "--device cpu"
+    return None if cuda_available() else "no CUDA (onnxruntime-gpu and a GPU PyTorch sees)"
+
+
+def needs_pypi(device: str) -> str | None:
+    return "resolves the install against PyPI over the network: run it by hand"
+
+
+# A tiny reproduction study (one dataset, one seed, its ROAR of 2 steps), then roar_summary on its ROAR run.
+REPRODUCTION = ["--scale", "tiny", "--datasets", "babi-1", "--seeds", "0"]
+REPRODUCTION_ROAR = Path("reproduce") / "roar" / "babi-1" / "seed-0"
+
+QUICK_RUNS = (
+    QuickRun("bench_engine.py", model_bench("bench_engine")),
+    QuickRun("bench_peer_metrics.py", model_bench("bench_peer_metrics")),
+    QuickRun("bench_backends.py", model_bench("bench_backends"), needs_module("openvino", "openvino")),
+    QuickRun("bench_bf16_profile.py", model_bench("bench_bf16_profile"), needs_native_bf16),
+    QuickRun("bench_neighbour.py", model_bench("bench_neighbour"), needs_two_cores),
+    QuickRun("bench_scale.py", model_bench("bench_scale"), needs_module("ray", "ray")),
+    QuickRun("gpu_check.py", model_bench("gpu_check"), needs_cuda),
+    QuickRun("bench_masf_ties.py", json_only("bench_masf_ties")),
+    QuickRun("bench_masf_calibration.py", json_only("bench_masf_calibration")),
+    # --allow-emulated: without native bf16 its "bf16" side runs in fp32, which still runs every step; one
+    # dataset, as the other runs the same code
+    QuickRun("bench_precision.py", into("precision", "--quick", "--allow-emulated", "--datasets", "babi-1")),
+    QuickRun("bench_train_precision.py", into("train-precision"), needs_native_bf16),
+    QuickRun("reproduce.py", into("reproduce", *REPRODUCTION)),
+    QuickRun(
+        "roar_summary.py",
+        lambda out, cache: ["--roar", str(out / REPRODUCTION_ROAR), "--out", str(out / "roar-summary")],
+    ),
+    QuickRun("check_python_versions.sh", lambda out, cache: [], needs_pypi, runner=("bash",)),
+)
+
+
+# ------------------------------------------------------------------------------------------------- run
+def run_one(item: QuickRun, out: Path, cache: Path, device: str) -> Outcome:
+    """Run `item` with its output under `out` (models in `cache`) and its log in out/logs/; skipped with the
+    reason if it cannot run here."""
+    reason = item.needs(device)
+    if reason is not None:
+        return Outcome(item.script, "skipped", note=reason)
+    log = out / "logs" / f"{item.script}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    command = [*item.runner, str(BENCH_DIR / item.script), *item.arguments(out, cache)]
+    started, cpu_started = time.perf_counter(), children_cpu_seconds()
+    with log.open("w") as stream:
+        stream.write(" ".join(command) + "\n")
+        stream.flush()
+        code = subprocess.run(command, stdout=stream, stderr=subprocess.STDOUT, check=False).returncode
+    seconds, cpu = time.perf_counter() - started, children_cpu_seconds() - cpu_started
+    if code == 0:
+        return Outcome(item.script, "ok", seconds, cpu)
+    tail = "\n".join(log.read_text().splitlines()[-LOG_TAIL_LINES:])
+    return Outcome(item.script, "FAILED", seconds, cpu, f"exit status {code}; {log}, last lines:\n{tail}")
+
+
+def children_cpu_seconds() -> float:
+    """User + system seconds of every finished child process so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_all(out: Path, cache: Path, device: str, progress: Callable[[str], None]) -> list[Outcome]:
+    """Every QUICK_RUNS script in order, into `out`."""
+    outcomes = []
+    for item in QUICK_RUNS:
+        progress(f"quick: {item.script}")
+        outcomes.append(run_one(item, out, cache, device))
+    return outcomes

@@ -72,7 +72,8 @@ def test_matches_autograd(backend, batch, name: str, gradient_batch_size: int) -
     measure = get_measure(name, gradient_batch_size=gradient_batch_size, ig_steps=3, vocab_chunk=7)
     scores = measure.explain(batch, MaskBatchEngine(backend))
     expected = autograd_oracle(backend, batch, name)
-    np.testing.assert_allclose(scores, expected, rtol=2e-4, atol=1e-7 * np.abs(expected).max())
+    # float32 sums in another order: a score 1000× below the largest is off by a few of the largest's ulps
+    np.testing.assert_allclose(scores, expected, rtol=2e-4, atol=1e-6 * np.abs(expected).max())
     assert (scores[~batch.explained] == 0).all()
     assert (np.abs(scores[batch.explained]) > 0).all()
     if not measure.signed:

@@ -56,6 +56,8 @@ COMMANDS = [
      True),
     ("aopc", "aopc --model {onnx} {babi} --limit 2 --measure rand --quiet --out {out}", "seed-0", True),
     ("masf", "masf --model {onnx} {babi} --quiet --out {out}", "masf.json", True),
+    ("check", "check --model {onnx} {babi} --limit 2 --ratios 0.5 --split-components 8 --quiet --out {out}",
+     "check.json", True),
     ("report", "report {eval} --out {out}", "table.md", True),
     ("demo", "demo --out {out} --eval-limit 1 --beam-limit 1", "demo.json", False),
     ("roar", "roar {babi} --steps 1 --epochs 1 --quiet --out {out}", "result.json", True),

@@ -472,3 +472,40 @@ def test_beam_curves_of_the_folder_and_its_onnx_export_agree(classifiers, pairs_
         assert records[folder]["curves"][measure] == records[onnx]["curves"][measure]
     beam = records[folder]["curves"]["beam-sign-10"]["accuracy"]
     assert len(set(beam)) > 1  # the curve moves: agreement is not of two flat lines
+
+
+def test_a_loaded_model_and_tokenizer_pair_is_the_folder_they_save_to(
+    classifiers, pairs_csv, tmp_path, monkeypatch
+):
+    """fmm_fast's functions take a loaded transformers (model, tokenizer) pair: saved once into the cache,
+    named by its content (the same pair again is the same folder), and erased like the folder it came
+    from."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    import fmm_fast
+    from fmm_fast.api.inputs import model_source
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    folder = classifiers("bert")
+    pair = (AutoModelForSequenceClassification.from_pretrained(folder), AutoTokenizer.from_pretrained(folder))
+    saved = model_source(pair)
+    assert saved.parent == tmp_path / "cache" / "fmm-fast" / "models" and model_source(pair) == saved
+    assert [p.name for p in saved.parent.iterdir()] == [saved.name]  # no staging folder left behind
+    flags = {
+        "text_field": "text",
+        "pair_field": "question",
+        "label_field": "label",
+        "limit": 3,
+        "quiet": True,
+    }
+    runs = {
+        name: fmm_fast.evaluate(
+            model, dataset=str(pairs_csv), measure="loo-abs", out=tmp_path / name, **flags
+        )
+        for name, model in (("pair", pair), ("folder", folder))
+    }
+    curves = [run.records["seed-0/result.json"]["curves"]["loo-abs"] for run in runs.values()]
+    assert curves[0] == curves[1]
+    with torch.no_grad():
+        pair[0].classifier.bias += 1.0  # another model: another folder
+    assert model_source(pair) != saved

@@ -74,10 +74,12 @@ def evaluate(
     """Recursive erasure at r = 0, 0.1, ..., 1 and ACU/RACU against `rand` (docs/method.md §4, §5): what
     `fmm-fast evaluate` does, with its options (--measure-option is measure_option, and so on).
 
-    model: a checkpoint folder, an .onnx file, or a `fmm_fast.train` result. dataset: a registry name, a
-    local file (with text_field/label_field), or data held in Python: columns {"text": [...], "label":
-    [...]} ("pair" optional), a list of such rows, a datasets.Dataset or a pandas DataFrame (split 80/10/10
-    like a file). measure, seed: one or a list. measure_option: {"ig_steps": 50} or ["ig_steps=50"].
+    model: a checkpoint folder, an .onnx file, a `fmm_fast.train` result, a Hugging Face classifier folder
+    or cached Hub name, or a loaded transformers (model, tokenizer) pair (saved once to fmm-fast's cache).
+    dataset: a registry name, a local file (with text_field/label_field), or data held in Python: columns
+    {"text": [...], "label": [...]} ("pair" optional), a list of such rows, a datasets.Dataset or a pandas
+    DataFrame (split 80/10/10 like a file). measure, seed: one or a list. measure_option: {"ig_steps": 50}
+    or ["ig_steps=50"].
     out: the folder the command writes (rerunning resumes it); None: a new temporary folder.
     Returns an Evaluation: one result.json per seed; a notebook shows its ACU/RACU table and curves.
 

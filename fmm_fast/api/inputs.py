@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -27,16 +28,52 @@ DataFrame."""
 
 def model_source(model: Any) -> Any:
     """What the loader takes for `model`: a path for a path or name, the model folder of a training result
-    (`fmm_fast.train(...)`); anything else goes to the loader as it is."""
+    (`fmm_fast.train(...)`), the saved folder of a loaded Hugging Face (model, tokenizer) pair; anything
+    else goes to the loader as it is."""
     if isinstance(model, str | Path):
         return Path(model)
+    if _is_loaded_pair(model):
+        return saved_pair(*model)
     folder = getattr(model, "model_dir", None)  # a Training result
     return Path(folder) if folder is not None else model
 
 
 def model_sources(model: Any) -> list[Any]:
     """model_source of each model of a repeatable --model: one model, or a list or tuple of them."""
-    return [model_source(m) for m in (model if isinstance(model, list | tuple) else [model])]
+    several = isinstance(model, list | tuple) and not _is_loaded_pair(model)
+    return [model_source(m) for m in (model if several else [model])]
+
+
+def _is_loaded_pair(model: Any) -> bool:
+    """Whether `model` is (a transformers model, its tokenizer): two objects that save_pretrained."""
+    return (
+        isinstance(model, tuple)
+        and len(model) == 2
+        and all(hasattr(part, "save_pretrained") for part in model)
+    )
+
+
+def saved_pair(model: Any, tokenizer: Any) -> Path:
+    """A loaded (sequence-classification model, fast tokenizer) pair as the folder every command takes:
+    saved once with save_pretrained into fmm-fast's cache folder, named by the content of its files, so the
+    same pair given again is the same model (a run resumes) and a changed one another. The folder is then
+    read like any save_pretrained folder (labels, special tokens, pair encoding from it; a slow tokenizer
+    is refused there with one line)."""
+    models = cache_directory() / "models"
+    models.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=models))
+    try:
+        model.save_pretrained(staging)  # staging: a new folder renamed into place whole
+        tokenizer.save_pretrained(staging)  # staging
+        digest = hashlib.sha256()
+        for path in sorted(p for p in staging.rglob("*") if p.is_file()):
+            digest.update(path.relative_to(staging).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+        folder = models / f"model-{digest.hexdigest()[:16]}"
+        if not folder.exists():
+            staging.rename(folder)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return folder
 
 
 def label_names(labels: str | Sequence[str] | None) -> list[str] | None:

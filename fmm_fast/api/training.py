@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from fmm_fast.api.inputs import label_names, run_folder
+from fmm_fast.api.inputs import label_names, model_source, run_folder
 from fmm_fast.api.options import backend_arguments, data_arguments, training_arguments
 from fmm_fast.api.results import Training
 from fmm_fast.backends.options import BackendOptions
@@ -24,7 +25,7 @@ from fmm_fast.training.base_models import TINY_ROBERTA
 def train(
     data: DataOptions,
     out: str | Path | None = None,
-    model: str = TINY_ROBERTA,
+    model: Any = TINY_ROBERTA,
     labels: str | Sequence[str] | None = None,
     strategy: str = DEFAULT_STRATEGY,
     seed: int = 0,
@@ -39,7 +40,9 @@ def train(
 
     dataset: as for fmm_fast.evaluate (train/validation/test: a registry's splits, or 80/10/10 of a file
     or of data held in Python). model: the start, "tiny-roberta" (from scratch, seconds; layers × width),
-    "minilm" (pretrained, offline; try lr=5e-5), a Hugging Face name or a local folder. strategy: masked
+    "minilm" (pretrained, offline; try lr=5e-5), a Hugging Face name or a local folder (a classifier is
+    continued with its head), a `fmm_fast.train` result, or a loaded transformers (model, tokenizer) pair.
+    strategy: masked
     (the paper's), plain or only-masked. out: the folder the command writes (rerun: resumes after the
     last finished epoch); None: a new temporary folder, kept. Returns Training: run.json and `model_dir`,
     which every other function takes as model= (or give the Training itself).
@@ -55,7 +58,7 @@ def train(
 
         settings = TrainSettings(
             data,
-            model=model,
+            model=str(model_source(model)),
             strategy=strategy,
             seed=seed,
             **training,
@@ -66,9 +69,9 @@ def train(
     metric_name = record["dataset"]["metric"]
     best = record["epochs"][record["best_epoch"] - 1]
     print(
-        f"{record['dataset']['name']}, {model}, {strategy}, seed {seed}, {settings.backend.precision}: best "
-        f"epoch {record['best_epoch']} of {len(record['epochs'])} (validation {metric_name} "
-        f"{best['selection_metric']:.4f})"
+        f"{record['dataset']['name']}, {settings.model}, {strategy}, seed {seed}, "
+        f"{settings.backend.precision}: best epoch {record['best_epoch']} of {len(record['epochs'])} "
+        f"(validation {metric_name} {best['selection_metric']:.4f})"
     )
     test = ", ".join(
         f"{100 * float(ratio):.0f}% {values[metric_name]:.4f}" for ratio, values in record["test"].items()

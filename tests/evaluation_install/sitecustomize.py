@@ -1,4 +1,5 @@
-"""Makes this Python an evaluation-only install: importing the `train` and `hub` extras fails.
+"""Makes this Python an evaluation-only install: importing the `train` and `hub` extras fails, and pandas (the
+Python API's `.to_pandas()` imports it on use; no command may need it).
 
 On PYTHONPATH, Python imports this file at start-up (site.py); tests/test_evaluation_install.py runs
 fmm-fast in such a subprocess. Blocked modules raise ModuleNotFoundError exactly as if not installed.
@@ -7,7 +8,7 @@ fmm-fast in such a subprocess. Blocked modules raise ModuleNotFoundError exactly
 import sys
 from importlib.abc import MetaPathFinder
 
-BLOCKED = ("torch", "transformers", "datasets", "pyarrow")
+BLOCKED = ("torch", "transformers", "datasets", "pyarrow", "pandas")
 
 
 class _Uninstalled(MetaPathFinder):

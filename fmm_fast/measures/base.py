@@ -21,6 +21,9 @@ class ExplainBatch:
     (first segment, non-special). Tokens already equal to the mask id count as explained but masked.
     example_ids: (B,) int64 the rows' example indices in their split, or None. Measures that draw random
     numbers draw them per example when given, so a split sharded across workers draws what one process does.
+    units: (B, T) int64, the erasure unit of each token (tokens of a row with the same value ≥ 0 are masked
+    together: a word, a sentence), -1 where not explained; None means token units (every explained token
+    its own unit).
     """
 
     input_ids: np.ndarray
@@ -28,6 +31,22 @@ class ExplainBatch:
     labels: np.ndarray
     explained: np.ndarray
     example_ids: np.ndarray | None = None
+    units: np.ndarray | None = None
+
+    def row_units(self, row: int) -> np.ndarray:
+        """(T,) int64 the unit of each token of row `row`, -1 where not explained."""
+        if self.units is not None:
+            return np.where(self.explained[row], self.units[row], -1).astype(np.int64)
+        return np.where(self.explained[row], np.arange(self.explained.shape[1]), -1).astype(np.int64)
+
+    def visible_units(self, row: int, mask_id: int) -> list[np.ndarray]:
+        """The units of row `row` a masking measure may still mask (SPEC §10's M, by unit), in order of their
+        first token: each a (k,) int64 array of positions, ascending. A unit whose every token is already the
+        mask id is left out; masking a unit masks all its tokens. Token units: one position each."""
+        units = self.row_units(row)
+        visible = units[(units >= 0) & (self.input_ids[row] != mask_id)]
+        first_seen = np.unique(visible, return_index=True)[1]
+        return [np.flatnonzero(units == unit) for unit in visible[np.sort(first_seen)]]
 
 
 def check_positive(option: str, value: int) -> int:
@@ -50,6 +69,9 @@ class Measure(ABC):
     signed: ClassVar[bool]
     needs_gradients: ClassVar[bool] = False
     recursive: ClassVar[bool] = True
+    # True: explain() masks whole units (batch.visible_units) and gives every token of a unit that unit's
+    # score. False: it scores tokens, and a unit's score is the sum of its tokens' (token units: unchanged).
+    scores_units: ClassVar[bool] = False
 
     @abstractmethod
     def explain(self, batch: ExplainBatch, engine: MaskBatchEngine) -> np.ndarray: ...

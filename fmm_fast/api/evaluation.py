@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from fmm_fast.api.inputs import (
     as_list,
-    measure_option_pairs,
+    measure_arguments,
     model_source,
     run_folder,
 )
@@ -42,7 +42,6 @@ from fmm_fast.core.writing import replacing
 from fmm_fast.data.base import TextDataset
 from fmm_fast.data.options import DataOptions, open_split
 from fmm_fast.distributed.runtime import ScaleOptions, check_scale_out, check_worker_precision
-from fmm_fast.measures.registry import parse_measure_options
 
 if TYPE_CHECKING:
     from fmm_fast.distributed.pool import WorkerPool
@@ -59,8 +58,8 @@ def evaluate(
     model: Any,
     data: DataOptions,
     out: str | Path | None = None,
-    measure: str | Sequence[str] = ("loo-abs",),
-    measure_option: Mapping[str, int] | Sequence[str] = (),
+    measure: Any = ("loo-abs",),
+    measure_option: Mapping[str, Any] | Sequence[str] = (),
     seed: int | Sequence[int] = (0,),
     save_masked: bool = False,
     fidelity_sample: int = DEFAULT_FIDELITY_SAMPLE,
@@ -85,7 +84,7 @@ def evaluate(
 
     Example: `fmm_fast.evaluate("out/model", dataset="babi-1", measure=["loo-abs", "grad-l2"], limit=50)`
     """
-    measures = as_list(measure, "measure")
+    measures, options = measure_arguments(measure, measure_option)
     seeds = as_list(seed, "seed")
     if not seeds:
         raise UserError("give at least one --seed")
@@ -95,7 +94,7 @@ def evaluate(
         data,
         tuple(measures),
         seeds[0],
-        parse_measure_options(measure_option_pairs(measure_option)),
+        options,
         save_masked,
         engine,
         backend,

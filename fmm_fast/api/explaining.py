@@ -10,8 +10,7 @@ from typing import Any
 
 from fmm_fast.api.explanations import Explanations
 from fmm_fast.api.inputs import (
-    as_list,
-    measure_option_pairs,
+    measure_arguments,
     model_source,
     run_folder,
 )
@@ -34,7 +33,6 @@ from fmm_fast.core.settings import (
 from fmm_fast.data.base import TextDataset
 from fmm_fast.data.options import DataOptions, open_split
 from fmm_fast.distributed.runtime import ScaleOptions, check_scale_out, check_worker_precision
-from fmm_fast.measures.registry import parse_measure_options
 from fmm_fast.report.pages.document import GENERATOR
 
 EXPLANATION_KEYS = {"tokens", "scores", "measure"}  # in every line `fmm-fast explain` writes
@@ -88,9 +86,9 @@ def explain_record(
 def explain(
     model: Any,
     data: DataOptions,
-    measure: str | Sequence[str],
+    measure: Any,
     out: str | Path | None = None,
-    measure_option: Mapping[str, int] | Sequence[str] = (),
+    measure_option: Mapping[str, Any] | Sequence[str] = (),
     seed: int = 0,
     html: bool = False,
     fidelity_sample: int = DEFAULT_FIDELITY_SAMPLE,
@@ -112,13 +110,12 @@ def explain(
 
     Example: `fmm_fast.explain("model.onnx", measure=["loo-abs", "grad-l2"], limit=5)`
     """
-    measures = as_list(measure, "measure")
+    measures, options = measure_arguments(measure, measure_option)
     out = run_folder(None, "explain") / "explanations.jsonl" if out is None else Path(out)
     page, record_path = out.with_suffix(".html"), out.with_suffix(RECORD_SUFFIX)
     if out in (page, record_path):
         raise UserError(f"--out {out} is where its page or run record goes; give it the suffix .jsonl")
     model = model_source(model)
-    options = parse_measure_options(measure_option_pairs(measure_option))
     settings = ExplainSettings(
         str(model), data, tuple(measures), seed, options, engine, backend, fidelity_sample
     )

@@ -92,11 +92,39 @@ def as_list(value: Any, option: str) -> list:
     raise UserError(f"{option}: give one value or a list of values, not {type(value).__name__}")
 
 
-def measure_option_pairs(value: Mapping[str, Any] | Sequence[str] | str | None) -> list[str]:
-    """--measure-option as KEY=VALUE strings, from a mapping {"ig_steps": 50} or the strings themselves."""
-    if isinstance(value, Mapping):
-        return [f"{key}={option}" for key, option in value.items()]
-    return [str(pair) for pair in as_list(value, "measure_option")]
+def measure_arguments(
+    measure: Any, measure_option: Mapping[str, Any] | Sequence[str] | str | None
+) -> tuple[list[str], dict[str, Any]]:
+    """measure= and measure_option= as the settings take them: the measures as names (a Measure class or
+    instance, or a function marked with fmm_fast.measure, becomes its locator: measures.plugins) and the
+    options as a dict, from a mapping {"ig_steps": 50} (values as given) or KEY=VALUE strings (text). An
+    instance's own options join them; UserError when one differs from an option given."""
+    from fmm_fast.measures.plugins import given_measure  # loads NumPy: not at import
+    from fmm_fast.measures.registry import parse_measure_options
+
+    if isinstance(measure_option, Mapping):
+        options = {str(key): value for key, value in measure_option.items()}
+    else:
+        options = parse_measure_options([str(pair) for pair in as_list(measure_option, "measure_option")])
+    if measure is None:
+        measure = []
+    elif isinstance(measure, str | Path) or not isinstance(measure, Iterable):
+        measure = [measure]
+    names = []
+    for item in measure:
+        if isinstance(item, str | Path):
+            names.append(str(item))
+            continue
+        name, held = given_measure(item)
+        clash = [key for key, value in held.items() if key in options and options[key] != value]
+        if clash:
+            raise UserError(
+                f"measure_option {clash[0]}={options[clash[0]]!r} differs from the {clash[0]}="
+                f"{held[clash[0]]!r} of the instance given; give it once"
+            )
+        names.append(name)
+        options.update(held)
+    return names, options
 
 
 def run_folder(out: str | Path | None, prefix: str) -> Path:

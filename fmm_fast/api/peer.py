@@ -12,7 +12,7 @@ from typing import Any
 
 from fmm_fast.api.inputs import (
     as_list,
-    measure_option_pairs,
+    measure_arguments,
     model_source,
     run_folder,
 )
@@ -40,7 +40,6 @@ from fmm_fast.core.settings import (
 )
 from fmm_fast.data.options import DataOptions, open_split
 from fmm_fast.measures.external import load_explanations
-from fmm_fast.measures.registry import parse_measure_options
 
 
 @backend_arguments()
@@ -50,8 +49,8 @@ def aopc(
     model: Any,
     data: DataOptions,
     out: str | Path | None = None,
-    measure: str | Sequence[str] = ("loo-abs",),
-    measure_option: Mapping[str, int] | Sequence[str] = (),
+    measure: Any = ("loo-abs",),
+    measure_option: Mapping[str, Any] | Sequence[str] = (),
     seed: int | Sequence[int] = (0,),
     explanations: str | Path | Sequence[str | Path] = (),
     fidelity_sample: int = DEFAULT_FIDELITY_SAMPLE,
@@ -72,7 +71,7 @@ def aopc(
 
     Example: `fmm_fast.aopc("model.onnx", dataset="babi-1", measure=["loo-abs", "grad-l2"], limit=50)`
     """
-    measures, seeds = as_list(measure, "measure"), as_list(seed, "seed")
+    (measures, options), seeds = measure_arguments(measure, measure_option), as_list(seed, "seed")
     files = [Path(path) for path in as_list(explanations, "explanations")]
     if not seeds:
         raise UserError("give at least one --seed")
@@ -86,7 +85,7 @@ def aopc(
         data,
         tuple(measures),
         seeds[0],
-        parse_measure_options(measure_option_pairs(measure_option)),
+        options,
         tuple(str(path) for path in files),
         engine,
         backend,

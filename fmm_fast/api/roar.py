@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
-from fmm_fast.api.inputs import as_list, measure_option_pairs, run_folder
+from fmm_fast.api.inputs import as_list, measure_arguments, run_folder
 from fmm_fast.api.options import (
     backend_arguments,
     data_arguments,
@@ -26,7 +27,6 @@ from fmm_fast.core.settings import (
 )
 from fmm_fast.data.options import DataOptions
 from fmm_fast.distributed.runtime import ScaleOptions
-from fmm_fast.measures.registry import parse_measure_options
 from fmm_fast.training.base_models import TINY_ROBERTA
 
 
@@ -39,8 +39,8 @@ def roar(
     data: DataOptions,
     out: str | Path | None = None,
     model: str = TINY_ROBERTA,
-    measure: str | Sequence[str] = ("grad-l2",),
-    measure_option: Mapping[str, int] | Sequence[str] = (),
+    measure: Any = ("grad-l2",),
+    measure_option: Mapping[str, Any] | Sequence[str] = (),
     recursive: bool = True,
     strategy: str = "plain",
     steps: int = ROAR_MAX_STEPS,
@@ -73,10 +73,11 @@ def roar(
     out = run_folder(out, "roar")
     with output_lock(out):  # before PyTorch, Numba and the data load: a second process exits at once
         TRAIN.require("Recursive ROAR (it fine-tunes a model at every step)")
+        measures, options = measure_arguments(measure, measure_option)
         settings = RoarSettings(
             replace(data, split="test", limit=limit),
             model=str(model),
-            measures=tuple(as_list(measure, "measure")),
+            measures=tuple(measures),
             seeds=tuple(as_list(seed, "seed")),
             strategy=strategy,
             recursive=recursive,
@@ -84,7 +85,7 @@ def roar(
             erasure=erasure,
             step0_trainings=tuple(str(path) for path in as_list(step0, "step0")),
             **training,
-            measure_options=parse_measure_options(measure_option_pairs(measure_option)),
+            measure_options=options,
             engine=engine,
             backend=backend,
         )  # every option is checked before any work

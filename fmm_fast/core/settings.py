@@ -25,8 +25,7 @@ from fmm_fast.core.digest import content_id
 from fmm_fast.core.errors import UserError
 from fmm_fast.data.masking import DEFAULT_STRATEGY, TRAINING_BATCH_SIZE, check_strategy
 from fmm_fast.data.options import DataOptions
-from fmm_fast.measures.registry import check_measure_options
-from fmm_fast.measures.spec import MeasureSpec, resolve_measure, resolve_measures
+from fmm_fast.measures.spec import MeasureSpec, resolve_measure, resolve_measures, typed_options
 from fmm_fast.protocols.masf.reduction import DEFAULT_SPLIT_COMPONENTS, check_components
 from fmm_fast.training.base_models import TINY_ROBERTA
 
@@ -98,22 +97,31 @@ class ResumableSettings(RunSettings):
 class ResolvedMeasures:
     """A run's measures resolved once (fmm_fast.measures.spec), carried as `specs`: `rand` first (unless the
     kind of run runs only what it is given), canonical names, each once. The fields keep what the user gave
-    (the record's "arguments"); a typo fails before any work."""
+    (the record's "arguments"; options as the measures that take them converted them); a typo fails before
+    any work. Plug-in measures put the sha256 of their source into the fingerprint ("measure_code"), so a
+    changed measure is another run."""
 
     measures: tuple[str, ...]
-    measure_options: dict[str, int]
+    measure_options: dict[str, object]
     WITH_BASELINE = True
 
     def _resolve_measures(self) -> None:
         object.__setattr__(self, "measures", tuple(self.measures))  # frozen dataclass: settle in place
-        object.__setattr__(self, "measure_options", check_measure_options(self.measure_options))
         specs = resolve_measures(self.measures, self.measure_options, self.WITH_BASELINE)
+        object.__setattr__(self, "measure_options", typed_options(specs, self.measure_options))
         object.__setattr__(self, "_specs", specs)
 
     @property
     def specs(self) -> tuple[MeasureSpec, ...]:
         """The measures to run, resolved once."""
         return self._specs  # type: ignore[attr-defined]  # set by _resolve_measures
+
+    def fingerprint_fields(self) -> dict[str, Any]:
+        """The fields of the kind of run, and the source digest of each plug-in measure (none: no key, so
+        the fingerprints of runs of built-in measures are what they were)."""
+        fields = super().fingerprint_fields()  # type: ignore[misc]  # ResumableSettings' (the kinds that resume)
+        code = {spec.name: spec.source.sha256 for spec in self.specs if spec.plugin}
+        return {**fields, "measure_code": code} if code else fields
 
 
 @dataclass(frozen=True)
@@ -193,7 +201,7 @@ class EvaluationSettings(ResolvedMeasures, ResumableSettings):
     data: DataOptions
     measures: tuple[str, ...] = ("loo-abs",)
     seed: int = 0
-    measure_options: dict[str, int] = field(default_factory=dict)
+    measure_options: dict[str, object] = field(default_factory=dict)
     save_masked: bool = False
     engine: EngineOptions = field(default_factory=EngineOptions)
     backend: BackendOptions = field(default_factory=BackendOptions)
@@ -226,7 +234,7 @@ class AopcSettings(ResolvedMeasures, ResumableSettings):
     data: DataOptions
     measures: tuple[str, ...] = ("loo-abs",)
     seed: int = 0
-    measure_options: dict[str, int] = field(default_factory=dict)
+    measure_options: dict[str, object] = field(default_factory=dict)
     explanations: tuple[str, ...] = ()
     engine: EngineOptions = field(default_factory=EngineOptions)
     backend: BackendOptions = field(default_factory=BackendOptions)
@@ -271,7 +279,7 @@ class ExplainSettings(ResolvedMeasures, RunSettings):
     data: DataOptions
     measures: tuple[str, ...] = ("loo-abs",)
     seed: int = 0
-    measure_options: dict[str, int] = field(default_factory=dict)
+    measure_options: dict[str, object] = field(default_factory=dict)
     engine: EngineOptions = field(default_factory=EngineOptions)
     backend: BackendOptions = field(default_factory=BackendOptions)
     fidelity_sample: int = DEFAULT_FIDELITY_SAMPLE
@@ -431,7 +439,7 @@ class RoarSettings(ResolvedMeasures, ResumableSettings):
     width: int = 64
     erasure: bool = True
     step0_trainings: tuple[str, ...] = ()
-    measure_options: dict[str, int] = field(default_factory=dict)
+    measure_options: dict[str, object] = field(default_factory=dict)
     engine: EngineOptions = field(default_factory=EngineOptions)
     backend: BackendOptions = field(default_factory=BackendOptions)
 

@@ -1,22 +1,27 @@
-"""Every importance measure by name (method.md §3): get_measure("loo-abs"), get_measure("beam-sign-5"), ...
+"""Every importance measure by name (method.md §3): get_measure("loo-abs"), get_measure("beam-sign-5"),
+get_measure("./my_measures.py:Mine"), ...: the built-in ones, and plug-ins (fmm_fast.measures.plugins).
 
-Options are cost knobs shared across measures (captum style); each measure declares those it takes as
-keyword parameters of its constructor and ignores the others: gradient_batch_size (rows per backward
-pass), vocab_chunk (grad-l1/-l2 vocabulary chunk), ig_steps (int-grad K), beam_size (for the name "beam").
+Options are keyword parameters of the measures' constructors, shared across measures (captum style): each
+measure takes those it declares and ignores the others. The built-in cost knobs: gradient_batch_size (rows
+per backward pass), vocab_chunk (grad-l1/-l2 vocabulary chunk), ig_steps (int-grad K), beam_size (for the
+name "beam"); a plug-in declares its own, typed by their annotations.
 """
 
 from __future__ import annotations
 
 import inspect
 import re
+import typing
 from collections.abc import Mapping, Sequence
 
+from fmm_fast import __version__
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.optional_deps import TRAIN
-from fmm_fast.measures.base import Measure, check_positive
+from fmm_fast.measures.base import Measure
 from fmm_fast.measures.beam import BeamSearch
 from fmm_fast.measures.gradient import GradL1, GradL2, InputGradAbs, InputGradSign, IntGradAbs, IntGradSign
 from fmm_fast.measures.occlusion import LeaveOneOutAbs, LeaveOneOutSign
+from fmm_fast.measures.plugins import BUILTIN, MeasureSource, entry_point_names, load_plugin
 from fmm_fast.measures.random import RandomMeasure
 
 BEAM_PATTERN = re.compile(r"beam-sign-(.+)")
@@ -56,10 +61,16 @@ def measure_names() -> list[str]:
     return [*CATALOGUE, PAPER_BEAM]
 
 
-def parse_measure_options(pairs: Sequence[str]) -> dict[str, int]:
-    """["ig_steps=50", ...] -> {"ig_steps": 50}; UserError for a malformed pair, a key given twice, an
-    unknown key or a bad value."""
-    options: dict[str, object] = {}
+def is_builtin_name(name: str) -> bool:
+    """Whether `name` is (or is spelled like) a built-in measure's: a plug-in may not take it."""
+    return name in CATALOGUE or name == "beam" or BEAM_PATTERN.fullmatch(name) is not None
+
+
+def parse_measure_options(pairs: Sequence[str]) -> dict[str, str]:
+    """["ig_steps=50", ...] -> {"ig_steps": "50"}; UserError for a malformed pair or a key given twice.
+    The values stay text: each measure that takes a key converts it to its constructor's annotation
+    (option_values), and the measures chosen decide which keys are known (fmm_fast.measures.spec)."""
+    options: dict[str, str] = {}
     given: dict[str, str] = {}  # key -> the pair that gave it
     for pair in pairs:
         key, equals, value = pair.partition("=")
@@ -72,26 +83,105 @@ def parse_measure_options(pairs: Sequence[str]) -> dict[str, int]:
                 "value, give it once"
             )
         given[key] = pair
-        try:
-            options[key] = int(value)
-        except ValueError:
-            options[key] = value  # check_measure_options names the key and the bad value
-    return check_measure_options(options)
+        options[key] = value.strip()
+    return options
 
 
-def check_measure_options(options: Mapping[str, object]) -> dict[str, int]:
-    """The options as ints; UserError for a name no measure takes or a value that is not an integer ≥ 1."""
-    unknown = sorted(set(options) - set(OPTION_NAMES))
-    if unknown:
-        raise UserError(f"unknown measure option(s) {', '.join(unknown)}; valid: {', '.join(OPTION_NAMES)}")
-    return {name: check_positive(name, value) for name, value in options.items()}  # type: ignore[arg-type]
+def option_values(cls: type[Measure], options: Mapping[str, object], where: str) -> dict[str, object]:
+    """The options `cls` takes (its constructor's parameters but `seed`), text converted to each
+    parameter's annotation (int, float, bool or str; without one, to its default's type); other values
+    as given (the constructor checks them). UserError naming the option when text does not convert."""
+    parameters = inspect.signature(cls).parameters
+    try:
+        hints = typing.get_type_hints(cls.__init__)
+    except Exception:  # an annotation that does not evaluate: fall back to the defaults' types
+        hints = {}
+    values: dict[str, object] = {}
+    for key, value in options.items():
+        if key not in parameters or key == "seed":
+            continue
+        wanted = hints.get(key)
+        if wanted is None and parameters[key].default not in (inspect.Parameter.empty, None):
+            wanted = type(parameters[key].default)
+        values[key] = _converted(key, value, wanted, where) if isinstance(value, str) else value
+    return values
 
 
-def get_measure(name: str, *, seed: int = 0, **options: int) -> Measure:
-    """A fresh measure instance. seed drives `rand`; options: see the module docstring."""
-    options = check_measure_options(options)
+def _converted(key: str, text: str, wanted: object, where: str) -> object:
+    """`text` as a `wanted` (int, float, bool; anything else: the text itself)."""
+    accepted = set(typing.get_args(wanted)) or {wanted}  # int | None -> {int, None}
+    try:
+        if int in accepted and re.fullmatch(r"[+-]?\d+", text):
+            return int(text)
+        if float in accepted:
+            return float(text)
+        if bool in accepted and text.lower() in ("true", "false"):
+            return text.lower() == "true"
+    except ValueError:
+        pass
+    if accepted & {int, float, bool}:
+        kinds = " or ".join(k.__name__ for k in (int, float, bool) if k in accepted)
+        hint = "an integer" if kinds == "int" else kinds
+        raise UserError(f"measure option {key} of {where} must be {hint}, got {text!r}") from None
+    return text
+
+
+def find_measure(name: str) -> tuple[type[Measure], MeasureSource]:
+    """The class behind a measure name (built-in, beam-sign-B, or a plug-in: "module:Name", "./file.py:Name"
+    or an installed entry point's name) and where its code comes from; UserError for a name nothing
+    answers to."""
+    if name in CATALOGUE:
+        return CATALOGUE[name], MeasureSource(BUILTIN, name, __version__)
+    if name == "beam" or BEAM_PATTERN.fullmatch(name):
+        return BeamSearch, MeasureSource(BUILTIN, name, __version__)
+    try:
+        found, source = load_plugin(name)
+    except KeyError:  # no entry point of that name either
+        installed = entry_point_names()
+        plugins = f"; installed plug-ins: {', '.join(installed)}" if installed else ""
+        valid = ", ".join([*CATALOGUE, "beam-sign-B (integer B >= 1)", "beam (= beam-sign-10)"])
+        raise UserError(
+            f"unknown measure '{name}'; valid names: {valid}{plugins}; or your own as "
+            "package.module:Name or ./file.py:Name"
+        ) from None
+    if is_builtin_name(found.name):
+        raise UserError(
+            f"measure {source.locator} is named '{found.name}', as a built-in measure is; give it another "
+            "name"
+        )
+    return found, source
+
+
+def build_measure(
+    cls: type[Measure], source: MeasureSource, seed: int, options: Mapping[str, object]
+) -> Measure:
+    """A fresh instance of a plug-in class with its options and, where it takes one, `seed`; UserError
+    naming the measure when its constructor refuses them."""
+    given = {**option_values(cls, options, source.locator), "seed": seed}
+    arguments = {option: given[option] for option in takes(cls) if option in given}
+    try:
+        return cls(**arguments)
+    except UserError:
+        raise
+    except Exception as error:  # the plug-in's own check of its options
+        raise UserError(
+            f"measure {source.locator} refused its options {arguments} ({type(error).__name__}: {error})"
+        ) from None
+
+
+def get_measure(name: str, *, seed: int = 0, **options: object) -> Measure:
+    """A fresh measure instance. seed drives `rand`; options: see the module docstring (text converts to
+    each constructor parameter's annotation). An option no measure of fmm-fast and not this one takes is
+    refused; others the measure does not take are ignored."""
     if name == "beam":
         name = f"beam-sign-{options['beam_size']}" if "beam_size" in options else PAPER_BEAM
+    cls, source = find_measure(name)
+    unknown = sorted(set(options) - set(OPTION_NAMES) - set(takes(cls)) - {"seed"})
+    if unknown:
+        raise UserError(f"unknown measure option(s) {', '.join(unknown)}; '{name}' takes: {_taken(cls)}")
+    if source.origin != BUILTIN:
+        return build_measure(cls, source, seed, options)
+    options = option_values(cls, options, name)
     beam = BEAM_PATTERN.fullmatch(name)
     if beam:
         size = beam.group(1)
@@ -100,11 +190,11 @@ def get_measure(name: str, *, seed: int = 0, **options: int) -> Measure:
         if options.get("beam_size", int(size)) != int(size):
             raise UserError(f"'{name}' conflicts with beam_size={options['beam_size']}; give the size once")
         return BeamSearch(beam_size=int(size))
-    if name not in CATALOGUE:
-        valid = ", ".join([*CATALOGUE, "beam-sign-B (integer B >= 1)", "beam (= beam-sign-10)"])
-        raise UserError(f"unknown measure '{name}'; valid names: {valid}")
-    cls = CATALOGUE[name]
     if cls.needs_gradients:  # the gradient measures import PyTorch when they run
         TRAIN.require(f"the gradient measure '{name}'", GRADIENT_NEEDS)
     given = {**options, "seed": seed}
     return cls(**{option: given[option] for option in takes(cls) if option in given})
+
+
+def _taken(cls: type[Measure]) -> str:
+    return ", ".join(o for o in takes(cls) if o != "seed") or "no options"

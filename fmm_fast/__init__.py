@@ -10,6 +10,9 @@ NumPy, PyTorch or pandas): the evaluation-only install imports it without PyTorc
     evaluation = fmm_fast.evaluate(trained, measure=["loo-abs", "grad-l2"], limit=40)
     evaluation            # in a notebook: the ACU/RACU table and the curves
     evaluation.to_pandas()
+
+Your own importance measure is a `fmm_fast.Measure` subclass, or a function marked with
+`@fmm_fast.measure(signed=...)`, given wherever a measure name is (docs/guides/your-measure.md).
 """
 
 from __future__ import annotations
@@ -41,6 +44,10 @@ _PUBLIC = {
     "Report": "fmm_fast.api.results",
     "Explanations": "fmm_fast.api.explanations",
     "Explanation": "fmm_fast.api.batches",
+    # the extension point: your own importance measure (docs/guides/your-measure.md)
+    "Measure": "fmm_fast.measures.base",
+    "ExplainBatch": "fmm_fast.measures.base",
+    "measure": "fmm_fast.measures.plugins",
 }
 __all__ = [*_PUBLIC, "__version__"]
 

@@ -23,6 +23,7 @@ from fmm_fast.core.writing import replacing
 from fmm_fast.data.blank import BLANK_REASON, is_blank
 from fmm_fast.data.tokenization import encode_texts
 from fmm_fast.measures.base import ExplainBatch, Measure
+from fmm_fast.measures.guard import checked_scores
 from fmm_fast.measures.spec import MeasureSpec, resolve_measure
 from fmm_fast.protocols.aopc_metrics import softmax
 from fmm_fast.protocols.erasure import explain_split
@@ -77,7 +78,7 @@ def explain(
         np.asarray(labels, dtype=np.int64),
         np.asarray(explained, dtype=bool) & np.asarray(attention_mask, dtype=bool),
     )
-    return chosen.explain(batch, as_engine(model, chosen.needs_gradients, precision=precision))
+    return checked_scores(chosen, batch, as_engine(model, chosen.needs_gradients, precision=precision))
 
 
 @dataclass

@@ -70,6 +70,7 @@ def explain_record(
     record = {
         **split_run_header(RECORD_KIND, settings, loaded, dataset, encoded),
         "measures": [spec.name for spec in settings.specs],
+        "sources": {spec.name: spec.source.record() for spec in settings.specs},
         "n_examples": len(encoded),
         "files": [path.name for path in files],
         "durations": {"measures_seconds": seconds, "total_seconds": total_seconds},

@@ -46,7 +46,12 @@ OverwriteOption = Annotated[
 QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
 MeasuresOption = Annotated[
     list[str],
-    typer.Option("--measure", "-m", help="Importance measure; repeat for several. `rand` always runs."),
+    typer.Option(
+        "--measure",
+        "-m",
+        help="Importance measure: a built-in name, your own as package.module:Name or ./file.py:Name, or "
+        "an installed plug-in's name (docs/guides/your-measure.md); repeat for several. `rand` always runs.",
+    ),
 ]
 SeedsOption = Annotated[
     list[int], typer.Option("--seed", min=0, help="Seed of the `rand` baseline; repeat for several.")
@@ -68,7 +73,8 @@ MeasureOptionsOption = Annotated[
     typer.Option(
         "--measure-option",
         metavar="KEY=VALUE",
-        help=f"A measure's cost knob, e.g. ig_steps=50; repeat for several. Keys: {', '.join(OPTION_NAMES)}.",
+        help="An option of the measures chosen (a keyword of their constructors), e.g. ig_steps=50; repeat "
+        f"for several. Built-in keys: {', '.join(OPTION_NAMES)}.",
     ),
 ]
 

@@ -24,6 +24,9 @@ class ExplainBatch:
     units: (B, T) int64, the erasure unit of each token (tokens of a row with the same value ≥ 0 are masked
     together: a word, a sentence), -1 where not explained; None means token units (every explained token
     its own unit).
+
+    Example: `engine.logits(list(batch.input_ids))[np.arange(len(batch.labels)), batch.labels]` is each
+    row's explained logit (the engine deduplicates and caches rows).
     """
 
     input_ids: np.ndarray
@@ -57,12 +60,23 @@ def check_positive(option: str, value: int) -> int:
 
 
 class Measure(ABC):
-    """An importance measure. Subclasses declare `name`, `signed`, `needs_gradients`, `recursive`.
+    """An importance measure, and fmm-fast's extension point (docs/guides/your-measure.md). Subclasses
+    declare `name`, `signed`, `needs_gradients`, `recursive`.
 
     explain(batch, engine) -> (B, T) float64 scores; positions outside `explained` score 0.
     `recursive = False` marks measures computed once on the unmasked input (beam search).
-    A measure's options are the keyword parameters of its constructor (cost knobs, each an integer ≥ 1,
-    checked with `check_positive`), plus `seed` for measures that draw random numbers.
+    A measure's options are the keyword parameters of its constructor (the built-in cost knobs: integers
+    ≥ 1 checked with `check_positive`; a plug-in's: converted from --measure-option text to their
+    annotations), plus `seed` for measures that draw random numbers (a fresh instance per erasure step).
+
+    Example (in my_measures.py; then `fmm-fast evaluate ... --measure ./my_measures.py:LastFirst`):
+
+        class LastFirst(fmm_fast.Measure):
+            name, signed = "last-first", False
+
+            def explain(self, batch, engine):
+                positions = np.arange(batch.input_ids.shape[1], dtype=np.float64)
+                return np.where(batch.explained, positions, 0.0)
     """
 
     name: ClassVar[str]

@@ -6,6 +6,7 @@ One JSON object per evaluated example:
                                           only the explained tokens' scores are used), or
     {"index": 3, "word_scores": [...]}    one score per whitespace-separated word of the explained text;
                                           every model token of a word gets that word's score.
+A file `fmm-fast explain -m NAME --out FILE` wrote is read as it is (its "scores" are token scores).
 `index` is the example's 0-based position in the evaluated split (after --limit), as in the lines of
 `fmm-fast explain`. Every mistake in the file is a UserError naming the line and the example.
 """
@@ -26,6 +27,7 @@ from fmm_fast.core.reading import json_lines
 from fmm_fast.measures import measure_names
 
 SCORE_KEYS = ("token_scores", "word_scores")
+EXPLAIN_SCORES = "scores"  # the token scores of a line of `fmm-fast explain`, which this reads as it is
 WORD = re.compile(r"\S+")
 
 
@@ -86,6 +88,12 @@ def load_explanations(path: Path, split: EncodedSplit, tokenizer: Tokenizer) -> 
     except ValueError as error:  # bad JSON, named by the file's own line number
         raise UserError(f"{path} {error}; write one JSON object per line") from None
     scores: dict[int, np.ndarray] = {}
+    measures = {r["measure"] for _, r in lines if isinstance(r, dict) and isinstance(r.get("measure"), str)}
+    if len(measures) > 1:
+        raise UserError(
+            f"{path} holds the explanations of {len(measures)} measures ({', '.join(sorted(measures))}); "
+            "give one file per measure (`fmm-fast explain -m NAME`)"
+        )
     for number, record in lines:
         where = f"{path} line {number}"
         index = _example_index(record, where, len(split))
@@ -138,6 +146,9 @@ def _token_scores(
     record: dict, where: str, split: EncodedSplit, index: int, tokenizer: Tokenizer
 ) -> np.ndarray:
     given = [key for key in SCORE_KEYS if key in record]
+    if not given and EXPLAIN_SCORES in record:  # a line `fmm-fast explain` wrote: its scores are per token
+        record = {**record, "token_scores": record[EXPLAIN_SCORES]}
+        given = ["token_scores"]
     if len(given) != 1:
         raise UserError(f"{where}: give exactly one of token_scores or word_scores")
     values = record[given[0]]

@@ -109,7 +109,16 @@ def measure(
 ) -> Any:
     """Mark `function(batch, engine) -> (B, T) scores` as a measure: `@fmm_fast.measure(signed=True)`, or
     `fmm_fast.measure(function, signed=False)`. name: the measure's name (default the function's);
-    recursive, needs_gradients: as a Measure declares them. Returns the function itself, marked."""
+    recursive, needs_gradients: as a Measure declares them. Returns the function itself, marked.
+
+    Example:
+
+        @fmm_fast.measure(signed=False)
+        def last_first(batch, engine):
+            return np.where(batch.explained, np.arange(batch.input_ids.shape[1], dtype=float), 0.0)
+
+        fmm_fast.evaluate(model, measure=[last_first, "loo-abs"], limit=20)
+    """
 
     def mark(marked: Callable[..., Any]) -> Callable[..., Any]:
         if not callable(marked):
@@ -193,7 +202,9 @@ def _attribute(module: ModuleType, attribute: str, where: str) -> Any:
     value: Any = module
     for part in attribute.split("."):
         if not hasattr(value, part):
-            raise UserError(f"--measure {where}: it has no '{attribute}'; name a class or function defined there")
+            raise UserError(
+                f"--measure {where}: it has no '{attribute}'; name a class or function defined there"
+            )
         value = getattr(value, part)
     return value
 

@@ -148,7 +148,7 @@ def run_peer_evaluation(
         if fixed is None:
             rows = settings.engine.explain_batch_rows
             scores, signed = fixed_ranking(specs[name], settings.seed, engine_for, split, rows, advance)
-            about = {"signed": signed, "source": "built-in"}
+            about = {"signed": signed, "source": specs[name].source.record()}
         else:
             scores = fixed.scores
             about = {"signed": fixed.signed, "source": str(fixed.path)}

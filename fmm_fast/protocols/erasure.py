@@ -28,6 +28,7 @@ from fmm_fast.core.settings import EvaluationSettings
 from fmm_fast.data.base import TextDataset
 from fmm_fast.data.masking import masked_count
 from fmm_fast.measures.base import ExplainBatch, Measure
+from fmm_fast.measures.guard import checked_scores
 from fmm_fast.measures.spec import BASELINE, MeasureSpec
 from fmm_fast.protocols.curve_stats import RATIOS, acu_racu_against_baseline
 
@@ -107,7 +108,7 @@ def explain_split(
         for r, i in enumerate(rows):
             explained[r, : len(sequences[i])] = split.explained[i]
         batch = ExplainBatch(input_ids, attention_mask, split.labels[rows], explained, ids[rows])
-        batch_scores = measure.explain(batch, engine)
+        batch_scores = checked_scores(measure, batch, engine)
         for r, i in enumerate(rows):
             scores[i] = np.asarray(batch_scores[r, : len(sequences[i])], dtype=np.float64)
         if on_batch is not None:
@@ -241,10 +242,10 @@ def erasure_result(
     }
     scores = acu_racu_against_baseline({name: curve[metric] for name, curve in curves.items()})
     majority = majority_metric(labels, metric, len(label_names))
-    signed = {spec.name: spec.signed for spec in specs}
+    chosen = {spec.name: spec for spec in specs}
     measures = {
         name: {
-            "signed": signed[name],
+            **chosen[name].record(),  # signed and where its code came from: report never imports it
             "acu": acu,
             "racu": racu,
             "seconds": float(states[name]["seconds"]),

@@ -265,11 +265,17 @@ def machine_text(machine: object) -> str:
     return machine["cpu"] + (f", {threads} threads" if isinstance(threads, int) else "")
 
 
-def _signed(name: str) -> bool:
-    from fmm_fast.measures.spec import resolve_measure  # the measures' own word; imports no torch
+def _signed(name: str, recorded: object) -> bool:
+    """Whether measure `name` of a ROAR record is signed: the record's word ("signed"), or for a record
+    written before it kept one, the built-in measure's."""
+    if isinstance(recorded, dict) and name in recorded:
+        if not isinstance(recorded[name], bool):
+            raise _MalformedResult(f"signed.{name} must be true or false")
+        return recorded[name]
+    from fmm_fast.measures.registry import find_measure  # the measures' own word; imports no torch
 
     try:
-        return resolve_measure(name).signed
+        return bool(find_measure(name)[0].signed)
     except UserError as error:
         raise _MalformedResult(str(error)) from None
 
@@ -346,7 +352,7 @@ def _parse_roar(path: Path, data: object) -> RoarResult:
         recursive=recursive,
         ratios=ratios,
         complete=complete,
-        signed={name: _signed(name) for name in names},
+        signed={name: _signed(name, data.get("signed")) for name in names},
         seeds=dict(sorted(seeds.items())),
         cost=_roar_cost(data),
     )

@@ -38,17 +38,30 @@ def curves_figure(group: GroupReport) -> Figure:
 
     figure = Figure(figsize=(7, 4.5), layout="constrained")
     axes = figure.subplots()
+    colors = curve_colors(len(group.measures))
     bands = [
-        _draw_curve(axes, group.ratios, measure, f"{measure.name} (n={len(measure.seeds)})")
-        for measure in group.measures.values()
+        _draw_curve(axes, group.ratios, measure, f"{measure.name} (n={len(measure.seeds)})", color)
+        for measure, color in zip(group.measures.values(), colors, strict=True)
     ]
     _finish(axes, group.metric, group.majority_baseline, any(bands))
     axes.set_title(f"{group.dataset}, {group.strategy} ({group.split} split)")
     return figure
 
 
+def curve_colors(count: int) -> list[tuple[float, float, float, float]]:
+    """`count` distinct colours, one per curve: matplotlib's ten (tab10) while they suffice, then tab20's
+    twenty, then evenly spaced hues, so no two measures share a colour whatever their number."""
+    from matplotlib import colormaps
+
+    if count <= 10:
+        return [colormaps["tab10"](i) for i in range(count)]
+    if count <= 20:
+        return [colormaps["tab20"](i) for i in range(count)]
+    return [colormaps["hsv"](i / count) for i in range(count)]
+
+
 def _draw_curve(
-    axes: Axes, ratios: np.ndarray, scores: CurveScores, label: str, color: str | None = None
+    axes: Axes, ratios: np.ndarray, scores: CurveScores, label: str, color: str | tuple | None = None
 ) -> bool:
     """The mean curve over seeds (rand dashed) and its percentile band; True when a band was drawn.
 

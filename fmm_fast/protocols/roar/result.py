@@ -94,6 +94,9 @@ def roar_result(settings: RoarSettings, out: Path, metric: str, majority: float)
         "recursive": settings.recursive,
         "ratios": settings.ratios(),
         "measures": names,
+        # what report reads without importing a measure (a plug-in need not be installed where it runs)
+        "signed": {spec.name: spec.signed for spec in settings.specs},
+        "sources": {spec.name: spec.source.record() for spec in settings.specs},
         "complete": complete,
         "seeds": seeds,
         "cost": cost,

@@ -82,7 +82,7 @@ def test_measures_are_resolved_once_into_specs() -> None:
     assert [s.name for s in settings.specs] == ["rand", "beam-sign-10", "loo-abs", "inp-grad-sign"]
     assert (beam.signed, beam.recursive, loo.signed, gradient.needs_gradients) == (True, False, False, True)
     assert rand.build(seed=3, step=2).seed == 3002 and rand.build(seed=3).seed == 3  # the one seed rule
-    assert gradient.build(0, 1).name == "inp-grad-sign" and dict(gradient.options) == {"ig_steps": 2}
+    assert gradient.build(0, 1).name == "inp-grad-sign" and dict(gradient.options) == {}  # takes none
     assert replace(settings, measures=("loo-abs",)).specs == (rand, loo)
     assert AopcSettings("m", DATA, given).specs == RoarSettings(DATA, measures=given).specs
     explained = ExplainSettings("m", DATA, ("loo-abs", "beam"), measure_options={"beam_size": 3})
@@ -134,15 +134,19 @@ def test_settings_refuse_bad_values(build, message) -> None:
 
 
 def test_measure_option_pairs_parse_and_validate() -> None:
-    assert parse_measure_options(["ig_steps=7", "beam_size=2"]) == {"ig_steps": 7, "beam_size": 2}
+    # text until the measures chosen convert it to their constructors' annotations
+    assert parse_measure_options(["ig_steps=7", "beam_size=2"]) == {"ig_steps": "7", "beam_size": "2"}
+    with pytest.raises(UserError, match="is not KEY=VALUE"):
+        parse_measure_options(["ig_steps"])
+    settings = EvaluationSettings("m", DATA, ("int-grad-sign",), measure_options={"ig_steps": "7"})
+    assert settings.measure_options == {"ig_steps": 7} and dict(settings.specs[1].options) == {"ig_steps": 7}
     for pair, message in [
-        ("ig_steps", "is not KEY=VALUE"),
-        ("ig_steps=seven", "ig_steps must be an integer >= 1, got 'seven'"),
+        ("ig_steps=seven", "ig_steps of int-grad-sign must be an integer, got 'seven'"),
         ("ig_steps=0", "ig_steps must be an integer >= 1"),
-        ("igsteps=3", "unknown measure option(s) igsteps"),
+        ("igsteps=3", "unknown measure option(s) igsteps: none of the measures chosen (rand, int-grad-sign)"),
     ]:
         with pytest.raises(UserError, match=message.replace("(", r"\(").replace(")", r"\)")):
-            parse_measure_options([pair])
+            EvaluationSettings("m", DATA, ("int-grad-sign",), measure_options=parse_measure_options([pair]))
 
 
 # ---------------------------------------------------------------------------------------------- records

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from fmm_fast import __version__
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.optional_deps import TRAIN
-from fmm_fast.measures.base import Measure
+from fmm_fast.measures.base import Measure, check_positive
 from fmm_fast.measures.beam import BeamSearch
 from fmm_fast.measures.gradient import GradL1, GradL2, InputGradAbs, InputGradSign, IntGradAbs, IntGradSign
 from fmm_fast.measures.occlusion import LeaveOneOutAbs, LeaveOneOutSign
@@ -126,6 +126,12 @@ def _converted(key: str, text: str, wanted: object, where: str) -> object:
     return text
 
 
+def builtin_knob(key: str, value: object) -> int:
+    """A built-in cost knob (OPTION_NAMES) as an int; UserError unless it is an integer ≥ 1."""
+    converted = _converted(key, value, int, "fmm-fast") if isinstance(value, str) else value
+    return check_positive(key, converted)  # type: ignore[arg-type]
+
+
 def find_measure(name: str) -> tuple[type[Measure], MeasureSource]:
     """The class behind a measure name (built-in, beam-sign-B, or a plug-in: "module:Name", "./file.py:Name"
     or an installed entry point's name) and where its code comes from; UserError for a name nothing
@@ -174,14 +180,18 @@ def get_measure(name: str, *, seed: int = 0, **options: object) -> Measure:
     each constructor parameter's annotation). An option no measure of fmm-fast and not this one takes is
     refused; others the measure does not take are ignored."""
     if name == "beam":
-        name = f"beam-sign-{options['beam_size']}" if "beam_size" in options else PAPER_BEAM
+        name = (
+            f"beam-sign-{builtin_knob('beam_size', options['beam_size'])}"
+            if "beam_size" in options
+            else PAPER_BEAM
+        )
     cls, source = find_measure(name)
     unknown = sorted(set(options) - set(OPTION_NAMES) - set(takes(cls)) - {"seed"})
     if unknown:
         raise UserError(f"unknown measure option(s) {', '.join(unknown)}; '{name}' takes: {_taken(cls)}")
     if source.origin != BUILTIN:
         return build_measure(cls, source, seed, options)
-    options = option_values(cls, options, name)
+    options = {key: builtin_knob(key, value) for key, value in options.items()}  # all built-in knobs
     beam = BEAM_PATTERN.fullmatch(name)
     if beam:
         size = beam.group(1)

@@ -15,7 +15,15 @@ from dataclasses import dataclass, field, replace
 from fmm_fast.core.errors import UserError
 from fmm_fast.measures.base import Measure
 from fmm_fast.measures.plugins import BUILTIN, MeasureSource
-from fmm_fast.measures.registry import build_measure, find_measure, get_measure, option_values, takes
+from fmm_fast.measures.registry import (
+    OPTION_NAMES,
+    build_measure,
+    builtin_knob,
+    find_measure,
+    get_measure,
+    option_values,
+    takes,
+)
 
 BASELINE = "rand"  # the baseline measure every protocol run carries (docs/method.md §4)
 # Step j of a protocol run with seed s seeds its measure with s·STEP_SEEDS + j: a resumed run redraws
@@ -71,25 +79,30 @@ def resolve_measures(
     names: Sequence[str], options: Mapping[str, object] | None = None, baseline: bool = True
 ) -> tuple[MeasureSpec, ...]:
     """`names` resolved, each canonical name once (one state and one result each), with baseline `rand`
-    first; UserError for an option none of them takes."""
-    specs = [resolve_measure(name, options) for name in ([BASELINE] if baseline else []) + list(names)]
+    first. UserError for an option none of them takes, but for the built-in cost knobs (OPTION_NAMES),
+    shared by every run as before: each of those must be an integer ≥ 1 whether a measure takes it or not.
+    """
+    given = dict(options or {})
+    chosen = ([BASELINE] if baseline else []) + list(names)
+    specs = [resolve_measure(name, given) for name in chosen]
     unique = {spec.name: spec for spec in specs}
-    classes = [find_measure(name)[0] for name in ([BASELINE] if baseline else []) + list(names)]
-    known = {option for cls in classes for option in takes(cls) if option != "seed"}
-    unknown = sorted(set(options or {}) - known)
+    known = {option for name in chosen for option in takes(find_measure(name)[0]) if option != "seed"}
+    unknown = sorted(set(given) - known - set(OPTION_NAMES))
     if unknown:
         taken = ", ".join(sorted(known)) or "no options"
         raise UserError(
             f"unknown measure option(s) {', '.join(unknown)}: none of the measures chosen "
             f"({', '.join(unique)}) takes it; they take: {taken}"
         )
+    for key in (set(given) & set(OPTION_NAMES)) - known:
+        builtin_knob(key, given[key])
     return tuple(unique.values())
 
 
 def typed_options(specs: Sequence[MeasureSpec], options: Mapping[str, object]) -> dict[str, object]:
     """`options` with each value as the first measure of `specs` that takes it converted it (what a run
-    records); values none converts stay as given."""
-    typed = dict(options)
+    records); a built-in cost knob no measure took as an int."""
+    typed = {k: builtin_knob(k, v) if k in OPTION_NAMES else v for k, v in options.items()}
     for spec in reversed(specs):
         typed.update({k: v for k, v in spec.options.items() if k in options})
     return typed

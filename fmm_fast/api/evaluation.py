@@ -116,7 +116,9 @@ def evaluate(
         text_dataset, encoded = open_split(loaded, data)
         claim_container(out, RUN_KIND, shared, seeds, CURVE_FILES, overwrite)
         mask_engine = MaskBatchEngine(loaded.backend, token_budget=engine.token_budget)
-        print_header(model, loaded, text_dataset.name, data.split, len(encoded), measures)
+        print_header(
+            model, loaded, text_dataset.name, data.split, len(encoded), [s.name for s in settings.specs]
+        )
         sides = fidelity_sides(model, loaded, settings)
         with open_pool(scale, model, settings.backend.provider, engine.token_budget) as pool:
             _evaluate_seeds(out, runs, loaded, text_dataset, encoded, mask_engine, pool, quiet, sides)

@@ -104,7 +104,9 @@ def aopc(
             raise UserError("two --explanations files share a name; give each file its own name")
         claim_container(out, RUN_KIND, shared, seeds, (), overwrite)
         mask_engine = MaskBatchEngine(loaded.backend, token_budget=engine.token_budget)
-        print_header(model, loaded, text_dataset.name, data.split, len(encoded), measures)
+        print_header(
+            model, loaded, text_dataset.name, data.split, len(encoded), [s.name for s in settings.specs]
+        )
         sides = fidelity_sides(model, loaded, settings)
         progress = None if quiet else progress_bar
         for s, run in runs.items():

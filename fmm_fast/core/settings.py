@@ -98,8 +98,8 @@ class ResolvedMeasures:
     """A run's measures resolved once (fmm_fast.measures.spec), carried as `specs`: `rand` first (unless the
     kind of run runs only what it is given), canonical names, each once. The fields keep what the user gave
     (the record's "arguments"; options as the measures that take them converted them); a typo fails before
-    any work. Plug-in measures put the sha256 of their source into the fingerprint ("measure_code"), so a
-    changed measure is another run."""
+    any work. Plug-in measures put the sha256 of their source into the fingerprint
+    ("measure_source_sha256"), so a changed measure is another run."""
 
     measures: tuple[str, ...]
     measure_options: dict[str, object]
@@ -121,7 +121,7 @@ class ResolvedMeasures:
         the fingerprints of runs of built-in measures are what they were)."""
         fields = super().fingerprint_fields()  # type: ignore[misc]  # ResumableSettings' (the kinds that resume)
         code = {spec.name: spec.source.sha256 for spec in self.specs if spec.plugin}
-        return {**fields, "measure_code": code} if code else fields
+        return {**fields, "measure_source_sha256": code} if code else fields
 
 
 @dataclass(frozen=True)

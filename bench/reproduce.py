@@ -82,6 +82,7 @@ from fmm_fast.backends.precision import PRECISIONS, resolve_training_precision
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.records import Stopwatch
 from fmm_fast.distributed.runtime import ScaleOptions, check_runtime
+from fmm_fast.measures.plugins import absolute_locator
 
 REPO = Path(__file__).resolve().parents[1]
 TIMINGS_FILE = "steps.json"
@@ -149,6 +150,14 @@ def reproduce(argv: Sequence[str] | None) -> int:
         metavar="K",
         help="CPUs each chain reserves = its PyTorch, ONNX Runtime and Numba threads (default: 1)",
     )
+    parser.add_argument(
+        "--measure",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="your own measure (package.module:Name, ./file.py:Name or an installed plug-in's name), "
+        "erased beside the built-in ones in every chain's curves; repeat for several",
+    )
     args = parser.parse_args(argv)
     ray_options = ScaleOptions.from_flags(args.workers, args.ray_address, args.worker_cpus, None)
     if ray_options is not None:
@@ -175,8 +184,12 @@ def reproduce(argv: Sequence[str] | None) -> int:
         folder += "-seeds-" + "-".join(str(seed) for seed in scale.seeds)
     if scale.train_precision != "fp32":
         folder += f"-train-{scale.train_precision}"
+    if args.measure:  # absolute file paths: every chain (and Ray task) finds the file wherever it runs
+        scale = replace(scale, measures=tuple(absolute_locator(spec) for spec in args.measure))
     study = Study(scale, args.out or REPO / "bench" / "results" / folder)
     fields = asdict(scale)
+    if not fields["measures"]:  # as studies wrote it before --measure: they stay valid
+        del fields["measures"]
     if fields["train_precision"] == "fp32":  # as studies wrote it before --train-precision: they stay valid
         del fields["train_precision"]
     # The ROAR steps' settings are in their own run markers (a changed plan redoes or extends them), so a

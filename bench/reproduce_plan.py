@@ -97,7 +97,9 @@ class RoarPlan:
 @dataclass(frozen=True)
 class Scale:
     """train_precision: what every training's forward passes run in (`fmm-fast train --precision`),
-    resolved (fp32, bf16 or fp16); the ROAR step's trainings run in it too. roar: what that step runs."""
+    resolved (fp32, bf16 or fp16); the ROAR step's trainings run in it too. roar: what that step runs.
+    measures: your own measures (`--measure` locators: package.module:Name, /absolute/file.py:Name or an
+    entry point's name), erased beside the built-in ones in each chain's "curves" evaluation."""
 
     name: str
     seeds: tuple[int, ...]
@@ -105,6 +107,7 @@ class Scale:
     supporting_ks: tuple[int, ...] = (1, 5, 10)
     train_precision: str = "fp32"
     roar: RoarPlan = RoarPlan()
+    measures: tuple[str, ...] = ()
 
 
 def _babi(dataset: str, **settings) -> DatasetPlan:
@@ -385,7 +388,7 @@ class Study:
         onnx = self.onnx(plan.dataset, "masked", seed)
         steps = []
         for part, measures, limit in (
-            ("curves", CURVE_MEASURES, plan.eval_limit),
+            ("curves", [*CURVE_MEASURES, *self.scale.measures], plan.eval_limit),
             ("curves_beam", [PAPER_BEAM], plan.beam_limit),
         ):
             out = self.evaluation(plan.dataset, seed, part)
@@ -401,7 +404,8 @@ class Study:
                     fmm_fast_command(argv),
                     out / f"seed-{seed}",
                     claim=lambda settings=settings: ("evaluate", settings.fingerprint_fields()),
-                    complete=_has_measures(measures, "result.json"),  # the fingerprint leaves them out
+                    # the fingerprint leaves the measures out; the record keys them by their own names
+                    complete=_has_measures([spec.name for spec in settings.specs], "result.json"),
                     clear=(out,),
                     resumable=True,
                 )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -307,3 +308,23 @@ def test_report_reads_signed_from_a_roar_record_without_importing_the_measure(tm
     record["signed"] = {name: name == "pair-loo" for name in record["measures"]}
     path.write_text(json.dumps(record))
     assert load_run(path).signed["pair-loo"] is True
+
+
+def test_reproduce_erases_your_measures_beside_the_built_in_ones(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent / "bench"))
+    from reproduce_plan import CURVE_MEASURES, SCALES, Study
+
+    from fmm_fast.measures.plugins import absolute_locator
+
+    measures = _measures_file(tmp_path / "elsewhere")
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    locator = absolute_locator("./my_measures.py:Ends")  # what reproduce --measure hands every chain
+    assert locator == f"{measures}:Ends"
+    scale = replace(SCALES["tiny"], measures=(locator,))
+    curves = Study(scale, tmp_path / "study").evaluation_steps(scale.datasets[0], 0)[0]
+    assert f"-m {locator}" in curves.command
+    output = tmp_path / "out"
+    output.mkdir()
+    for names in ([*CURVE_MEASURES, "rand"], [*CURVE_MEASURES, "rand", "ends"]):
+        (output / "result.json").write_text(json.dumps({"measures": {key: {} for key in names}}))
+        assert curves.complete(output) == ("ends" in names)  # keyed by the measure's own name

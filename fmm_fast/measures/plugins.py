@@ -240,6 +240,15 @@ def is_plugin_locator(text: str) -> bool:
     return ":" in text
 
 
+def absolute_locator(text: str) -> str:
+    """A --measure value with a relative measures file made absolute ("./m.py:Name" -> "/abs/m.py:Name"),
+    for a command run in another working directory; any other value as it is."""
+    left, _, attribute = text.rpartition(":")
+    if is_plugin_locator(text) and (left.endswith(".py") or "/" in left):
+        return f"{Path(left).expanduser().resolve()}:{attribute}"
+    return text
+
+
 def load_plugin(text: str) -> tuple[type[Measure], MeasureSource]:
     """The class and source of the plug-in `text` names (see the module docstring); UserError when nothing
     loads from it."""
@@ -250,8 +259,8 @@ def load_plugin(text: str) -> tuple[type[Measure], MeasureSource]:
     left, _, attribute = text.rpartition(":")
     if not left or not attribute:
         raise UserError(f"--measure {text}: give package.module:Name or ./file.py:Name")
-    if left.endswith(".py") or "/" in left:
-        path = Path(left).expanduser().resolve()
+    if absolute_locator(text) != text or Path(left).is_absolute():
+        path = Path(absolute_locator(text).rpartition(":")[0])
         if not path.is_file():
             raise UserError(f"--measure {text}: no file {path}; give ./file.py:Name with an existing file")
         try:

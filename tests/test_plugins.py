@@ -328,3 +328,22 @@ def test_reproduce_erases_your_measures_beside_the_built_in_ones(tmp_path, monke
     for names in ([*CURVE_MEASURES, "rand"], [*CURVE_MEASURES, "rand", "ends"]):
         (output / "result.json").write_text(json.dumps({"measures": {key: {} for key in names}}))
         assert curves.complete(output) == ("ends" in names)  # keyed by the measure's own name
+
+
+def test_explain_and_aopc_take_your_measure_too(tiny_babi, tmp_path):
+    _, onnx, data = tiny_babi
+    explanations = fmm_fast.explain(
+        onnx, dataset="babi-1", **data, measure=first_first, limit=2, out=tmp_path / "e.jsonl"
+    )
+    assert {e.measure for e in explanations} == {"first_first"}
+    scores = np.asarray(explanations[0].scores)
+    explained = np.flatnonzero(explanations[0].explained)
+    assert np.all(np.diff(scores[explained]) < 0)  # earlier explained tokens first, as the function says
+    sources = read_record(tmp_path / "e.run.json")["sources"]
+    assert sources["first_first"]["from"] == "import"
+    measures = _measures_file(tmp_path / "elsewhere")
+    out = tmp_path / "aopc"
+    argv = ["aopc", "--model", str(onnx), "--dataset", "babi-1", "--limit", "2", "--quiet", "--out", str(out)]
+    argv += ["--size", str(data["size"]), "--test-size", str(data["test_size"]), "-m", f"{measures}:Ends"]
+    assert main(argv) == 0
+    assert read_record(out / "seed-0" / "result.json")["measures"]["ends"]["source"]["from"] == "file"

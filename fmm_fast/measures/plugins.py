@@ -156,7 +156,7 @@ def measure_class(obj: Any, where: str) -> type[Measure]:
     its declarations checked; UserError naming `where` (the locator) otherwise."""
     if inspect.isclass(obj) and issubclass(obj, Measure):
         found = obj
-    elif inspect.isfunction(obj) or inspect.isbuiltin(obj) or (callable(obj) and not inspect.isclass(obj)):
+    elif callable(obj) and not inspect.isclass(obj):
         found = _function_measure(obj, where)
     else:
         raise UserError(

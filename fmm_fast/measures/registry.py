@@ -126,10 +126,13 @@ def _converted(key: str, text: str, wanted: object, where: str) -> object:
     return text
 
 
-def builtin_knob(key: str, value: object) -> int:
-    """A built-in cost knob (OPTION_NAMES) as an int; UserError unless it is an integer ≥ 1."""
-    converted = _converted(key, value, int, "fmm-fast") if isinstance(value, str) else value
-    return check_positive(key, converted)  # type: ignore[arg-type]
+def builtin_knob(key: str, value: object) -> object:
+    """A built-in cost knob (OPTION_NAMES) converted to the annotation of the first built-in measure that
+    declares it; an integer knob must be ≥ 1 (UserError otherwise), whichever measure takes it."""
+    declaring = next(cls for cls in [*CATALOGUE.values(), BeamSearch] if key in takes(cls))
+    converted = option_values(declaring, {key: value}, "fmm-fast")[key]
+    wanted = typing.get_type_hints(declaring.__init__).get(key)
+    return check_positive(key, converted) if wanted is int else converted  # type: ignore[arg-type]
 
 
 def find_measure(name: str) -> tuple[type[Measure], MeasureSource]:

@@ -33,3 +33,8 @@ def is_classifier_config(path: str | Path) -> bool:
     except (OSError, ValueError, AttributeError):
         return False
     return any(str(name).endswith(CLASSIFIER_SUFFIX) for name in architectures)
+
+
+def typed_as_path(model: str) -> bool:
+    """Whether `model` as the user typed it is a path, never a Hub name: it starts with ./, ../, / or ~."""
+    return model in (".", "..") or model.startswith(("./", "../", "/", "~", ".\\", "..\\"))

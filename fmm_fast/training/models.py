@@ -192,7 +192,9 @@ def load_checkpoint(directory: str | Path) -> tuple[SequenceClassifier, Tokenize
     )
     try:
         info = ModelInfo.from_dict(record["info"])
-        hf_model = AutoModelForSequenceClassification.from_pretrained(directory)
+        hf_model = AutoModelForSequenceClassification.from_pretrained(
+            directory, trust_remote_code=False, use_safetensors=True
+        )
         tokenizer = Tokenizer.from_file(str(directory / TOKENIZER_FILE))
     except Exception as error:  # damaged weights or tokenizer: transformers, safetensors and tokenizers
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__

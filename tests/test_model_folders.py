@@ -30,8 +30,6 @@ from fmm_fast.core.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKER = "custom-code-ran"
-# What a folder's own module would do on import: leave a file behind.
-EVIL_MODULE = f"from pathlib import Path\nPath(__file__).with_name({MARKER!r}).write_text('ran')\n"
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +101,11 @@ DAMAGED = {
     "empty label name": (_set("config.json", id2label={"0": "neg", "1": " "}), "config.json", "id2label"),
     "pickle weights only": (_pickle_only, "pytorch_model.bin", "pickle"),
     "empty safetensors": (_weights(lambda data: b""), "model.safetensors", "safetensors"),
-    "truncated safetensors": (_weights(lambda data: data[: len(data) // 2]), "model.safetensors", "safetensors"),
+    "truncated safetensors": (
+        _weights(lambda data: data[: len(data) // 2]),
+        "model.safetensors",
+        "safetensors",
+    ),
     "random safetensors": (_weights(lambda data: os.urandom(4096)), "model.safetensors", "safetensors"),
     "tokenizer of another schema": (
         _edit_json("tokenizer.json", lambda value: {"version": "1.0", "vocab": ["a"]}),
@@ -128,7 +130,11 @@ DAMAGED = {
         "config.json",
         "max_position_embeddings",
     ),
-    "head shape unlike num_labels": (_edit_json("config.json", _three_labels), "model.safetensors", "num_labels"),
+    "head shape unlike num_labels": (
+        _edit_json("config.json", _three_labels),
+        "model.safetensors",
+        "num_labels",
+    ),
     "weights unlike the width": (
         _set("config.json", intermediate_size=48),
         "model.safetensors",
@@ -183,10 +189,13 @@ def test_renamed_labels_may_replace_repeated_ones(bert_folder, tmp_path, capsys)
 
 
 def _with_custom_code(folder: Path) -> Path:
-    """`folder` with a config whose auto_map names a module of the folder that leaves MARKER on import."""
-    (folder / "evil.py").write_text(EVIL_MODULE)
+    """`folder` with a config of a model type transformers lacks, whose auto_map names a module of the
+    folder that leaves MARKER beside the folder on import (transformers asks "[y/N]" on stdin for it)."""
+    marker = folder.parent / MARKER  # transformers imports a copy of the module from its own cache
+    (folder / "evil.py").write_text(f"from pathlib import Path\nPath({str(marker)!r}).write_text('ran')\n")
     _set(
         "config.json",
+        model_type="fmm-evil",
         auto_map={"AutoConfig": "evil.Config", "AutoModelForSequenceClassification": "evil.Model"},
     )(folder)
     return folder
@@ -218,7 +227,12 @@ ROUTES = {
 def test_a_folders_own_code_never_runs_even_with_yes_on_stdin(route, bert_folder, tiny_babi, tmp_path):
     folder = _with_custom_code(shutil.copytree(bert_folder, tmp_path / "model"))
     model = ROUTES[route](folder, tiny_babi)
-    environment = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_CACHE": str(tmp_path / "hub")}
+    environment = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "HF_HUB_CACHE": str(tmp_path / "hub"),
+        "HF_MODULES_CACHE": str(tmp_path / "modules"),  # where transformers would copy the module to
+    }
     done = subprocess.run(
         [sys.executable, "-m", "fmm_fast", "export", "--model", model, "--out", str(tmp_path / "m.onnx")],
         input="y\n" * 4,
@@ -228,7 +242,7 @@ def test_a_folders_own_code_never_runs_even_with_yes_on_stdin(route, bert_folder
         timeout=300,
     )
     assert done.returncode == 2, done.stderr
-    assert not list(tmp_path.rglob(MARKER))  # the folder's module was never imported
+    assert not (tmp_path / MARKER).exists()  # the folder's module was never imported
     assert "[y/N]" not in done.stdout + done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "auto_map" in lines[0] and "never runs" in lines[0], lines
@@ -244,7 +258,7 @@ def test_the_gradient_path_of_an_onnx_never_runs_its_folders_code(tiny_babi, tmp
     monkeypatch.setattr(sys, "stdin", io.StringIO("y\n" * 4))
     with pytest.raises(UserError, match="auto_map"):
         gradient_backend(loaded)
-    assert not (folder / MARKER).exists()
+    assert not (tmp_path / MARKER).exists()
 
 
 def test_every_from_pretrained_call_refuses_remote_code():
@@ -294,3 +308,74 @@ def test_onnx_metadata_that_does_not_fit_its_graph_is_refused(case, tiny_babi, t
         load_model(path)
     message = str(refused.value)
     assert "\n" not in message and str(path) in message and field in message, message
+
+
+def test_a_checkpoint_tells_other_tools_its_max_length_and_special_tokens(tiny_babi):
+    """AutoTokenizer on an fmm-fast checkpoint: the model's maximum length (not transformers' 1e30
+    placeholder, under which tools stop truncating) and its mask, pad, unknown, cls and sep tokens."""
+    from transformers import AutoTokenizer
+
+    info = load_model(tiny_babi[0]).info
+    hf_tokenizer = AutoTokenizer.from_pretrained(tiny_babi[0], trust_remote_code=False)
+    assert hf_tokenizer.model_max_length == info.max_length
+    assert (hf_tokenizer.mask_token_id, hf_tokenizer.pad_token_id) == (info.mask_id, info.pad_id)
+    assert (hf_tokenizer.cls_token, hf_tokenizer.sep_token, hf_tokenizer.unk_token) == (
+        "<s>",
+        "</s>",
+        "<unk>",
+    )
+    long = hf_tokenizer("mary went to the kitchen " * 400, truncation=True)["input_ids"]
+    assert len(long) == info.max_length
+
+
+def test_a_template_tokenizers_framing_tokens_are_named():
+    """BERT's template post-processor: [CLS] before the text, [SEP] after it."""
+    from fmm_fast.core.datatypes import ModelInfo
+    from fmm_fast.training.tokenizer_files import tokenizer_config
+
+    tokenizer, _ = _wordpiece()
+    ids = [tokenizer.token_to_id(t) for t in ("[MASK]", "[PAD]")]
+    info = ModelInfo(["neg", "pos"], ids[0], ids[1], ids, 64, 2, 32)
+    config = json.loads(tokenizer_config(tokenizer, info))
+    assert config["model_max_length"] == 64
+    expected = {"cls_token": "[CLS]", "sep_token": "[SEP]", "unk_token": "[UNK]", "mask_token": "[MASK]"}
+    assert expected.items() <= config.items()
+
+
+def test_no_lock_file_outlives_its_run(bert_folder, tmp_path, capsys):
+    from fmm_fast.core.outputs import output_lock
+
+    out = tmp_path / "model.onnx"
+    assert main(["export", "--model", str(bert_folder), "--out", str(out)]) == 0, capsys.readouterr().err
+    assert out.is_file() and not list(tmp_path.glob("*.lock")) and not list(tmp_path.glob(".*.lock"))
+    directory = tmp_path / "run"
+    with output_lock(directory):
+        lock = next(directory.iterdir())
+        with pytest.raises(UserError, match="another fmm-fast process"), output_lock(directory):
+            pass
+        assert lock.exists()  # the refused taker leaves the holder's lock alone
+    assert list(directory.iterdir()) == []
+    with pytest.raises(RuntimeError), output_lock(tmp_path / "failed"):
+        raise RuntimeError("the run fails")
+    assert not (tmp_path / "failed").exists()
+
+
+def test_a_lock_taken_on_a_removed_lock_file_is_taken_again(tmp_path, monkeypatch):
+    """A holder that ends between another process's open and flock of the lock file removes that file:
+    the flock then guards nothing (a third process would lock a new file), so the taker locks again."""
+    import fcntl
+
+    from fmm_fast.core import outputs
+
+    real_flock, calls = fcntl.flock, []
+
+    def holder_ends_first(handle, operation):
+        if not calls:  # the earlier holder finishes now: it removes the lock file this handle opened
+            (tmp_path / "run" / outputs.LOCK_NAME).unlink()
+        calls.append(os.fstat(handle.fileno()).st_ino)
+        return real_flock(handle, operation)
+
+    monkeypatch.setattr(outputs.fcntl, "flock", holder_ends_first)
+    with outputs.output_lock(tmp_path / "run"):
+        assert len(calls) == 2  # locked twice: the second time the file in place
+        assert calls[1] == os.stat(tmp_path / "run" / outputs.LOCK_NAME).st_ino

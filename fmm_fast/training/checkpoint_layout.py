@@ -13,6 +13,7 @@ from pathlib import Path
 
 INFO_FILE = "fmm_info.json"
 TOKENIZER_FILE = "tokenizer.json"
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"  # for other Hugging Face tools (training.tokenizer_files)
 CONFIG_FILE = "config.json"
 CLASSIFIER_SUFFIX = "ForSequenceClassification"
 

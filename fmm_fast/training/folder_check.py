@@ -23,9 +23,13 @@ from tokenizers import Tokenizer
 from fmm_fast.core.datatypes import ModelInfo
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.reading import shape_error
-from fmm_fast.training.checkpoint_layout import CONFIG_FILE, INFO_FILE, TOKENIZER_FILE
+from fmm_fast.training.checkpoint_layout import (
+    CONFIG_FILE,
+    INFO_FILE,
+    TOKENIZER_CONFIG_FILE,
+    TOKENIZER_FILE,
+)
 
-TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 SPECIAL_TOKENS_FILE = "special_tokens_map.json"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 REMOTE_CODE_FIX = (

@@ -379,3 +379,40 @@ def test_a_lock_taken_on_a_removed_lock_file_is_taken_again(tmp_path, monkeypatc
     with outputs.output_lock(tmp_path / "run"):
         assert len(calls) == 2  # locked twice: the second time the file in place
         assert calls[1] == os.stat(tmp_path / "run" / outputs.LOCK_NAME).st_ino
+
+
+def test_the_examples_out_that_is_a_file_is_refused_before_any_work(tmp_path, capsys, monkeypatch):
+    """Not a NotADirectoryError after the whole fine-tuning: one line at once, the file untouched."""
+    import importlib.util
+
+    path = ROOT / "examples" / "bring_your_own_classifier.py"
+    spec = importlib.util.spec_from_file_location("bring_your_own_classifier", path)
+    example = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, example)  # its dataclass looks its module up
+    spec.loader.exec_module(example)
+    (tmp_path / "notes.txt").write_text("mine")
+    assert example.main(["--out", str(tmp_path / "notes.txt"), "--tiny"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "is a file" in lines[0], lines
+    assert (tmp_path / "notes.txt").read_text() == "mine" and sorted(tmp_path.iterdir()) == [
+        tmp_path / "notes.txt"
+    ]
+
+
+def test_a_path_typed_as_one_never_becomes_a_hub_name(tmp_path, capsys, monkeypatch):
+    """`./org/name` that does not exist is a missing path (one line), not the Hub model org/name."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["export", "--model", "./org/name", "--out", str(tmp_path / "m.onnx")]) == 2
+    line = _one_error_line(capsys)
+    assert "'./org/name' does not exist" in line and "Hugging Face cache" not in line, line
+
+
+@pytest.mark.parametrize("command", ["export", "evaluate", "check"])
+def test_a_base_model_name_where_a_classifier_is_needed_names_what_works(command, tmp_path, capsys):
+    """`--model minilm` on a command that needs a trained classifier: no `hf download minilm` advice."""
+    argv = [command, "--model", "minilm", "--out", str(tmp_path / ("m.onnx" if command == "export" else "o"))]
+    if command != "export":
+        argv += ["--dataset", "babi-1", "--limit", "2"]
+    assert main(argv) == 2
+    line = _one_error_line(capsys)
+    assert "base model" in line and "hf download" not in line and "checkpoint folder" in line, line

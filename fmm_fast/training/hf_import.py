@@ -46,7 +46,14 @@ SAME_LOGITS = 1e-4  # the first-token shortcut must give the full model's logits
 
 def resolve_model_dir(model: str | Path) -> Path:
     """The folder of `model`: a local path as it is, or a Hub name's snapshot in the local Hugging Face
-    cache (downloaded first unless the Hub is offline). UserError when it is neither."""
+    cache (downloaded first unless the Hub is offline). UserError when it is neither, or a base model's
+    name (those are for `fmm-fast train`, which resolves them first)."""
+    if str(model) in (MINILM, TINY_ROBERTA) and not Path(model).exists():
+        raise UserError(
+            f"'{model}' is a base model that `fmm-fast train --model {model}` starts from, not a trained "
+            "classifier; give a checkpoint folder from `fmm-fast train`, a Hugging Face classifier folder "
+            "(save_pretrained), a Hub name of one or an .onnx file from `fmm-fast export`"
+        )
     path = Path(model).expanduser()
     if path.exists() or typed_as_path(str(model)) or not HUB_NAME.fullmatch(str(model)):
         return path
@@ -82,12 +89,6 @@ def open_classifier(
     (eval mode, float32). label_names: the names of the model's labels, in its order, where its own are
     the generic LABEL_0, LABEL_1, ... (`--labels`); None keeps the model's. The folder is checked whole
     (folder_check) before anything loads from it."""
-    if str(model) in (MINILM, TINY_ROBERTA):
-        raise UserError(
-            f"'{model}' is a base model that `fmm-fast train --model {model}` starts from, not a trained "
-            "classifier; give a checkpoint folder from `fmm-fast train`, a Hugging Face classifier folder "
-            "(save_pretrained), a Hub name of one or an .onnx file from `fmm-fast export`"
-        )
     directory = resolve_model_dir(model)
     if is_checkpoint(directory):
         check_model_folder(directory, label_names=label_names)

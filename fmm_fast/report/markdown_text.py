@@ -16,7 +16,9 @@ from typing import Any
 
 # Characters that open Markdown constructs anywhere in a line (Python-Markdown's and GitHub's): escaped
 # with a backslash. `<`, `>` and `&` (raw HTML, autolinks, entities) become entities instead.
-_INLINE_SPECIAL = re.compile(r"([\\`*_{}\[\]|!])")
+# An underscore inside a word (micro_f1, a_path) opens no emphasis in either: it stays as it is.
+_INLINE_SPECIAL = re.compile(r"([\\`*{}\[\]|!]|(?<![^\W_])_|_(?![^\W_]))")
+_CODE_SPAN = re.compile(r"(`+)(.+?)\1")
 _ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 # What starts a block at the beginning of a value placed after "- " or "### ": a heading, a list item.
 _BLOCK_START = re.compile(r"^(\s*)(#)|^(\s*\d*)([+\-.)])(?=\s|$)")
@@ -33,6 +35,16 @@ def escape_text(value: Any) -> str:
     return _BLOCK_START.sub(
         lambda start: "\\".join(part for part in start.groups() if part is not None), text
     )
+
+
+def prose(text: str) -> Markdown:
+    """A sentence of this code that marks commands as `code` and holds values (paths, names): escaped as
+    text outside its code spans, the spans kept (their content is literal in Markdown)."""
+    parts, cursor = [], 0
+    for span in _CODE_SPAN.finditer(text):
+        parts += [escape_text(text[cursor : span.start()]), span[0]]
+        cursor = span.end()
+    return Markdown("".join([*parts, escape_text(text[cursor:])]))
 
 
 def plain_text(text: str) -> str:

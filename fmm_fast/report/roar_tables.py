@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from fmm_fast.report.load import ROAR_PHASES
-from fmm_fast.report.markdown_text import markdown
+from fmm_fast.report.markdown_text import markdown, prose
 from fmm_fast.report.roar import CostRow, NoRetraining, RoarGroup, RoarReport
 from fmm_fast.report.tables import markdown_table, score_cell
 
@@ -84,7 +84,8 @@ def render_roar_markdown(report: RoarReport) -> str:
         )
         parts.append(markdown_table(*_roar_rows(group)))
         if group.notes:
-            parts.append("\n".join(["Left out:", *(markdown("- {note}", note=note) for note in group.notes)]))
+            notes = [markdown("- {note}", note=prose(note)) for note in group.notes]
+            parts.append("\n".join(["Left out:", *notes]))
     return "\n\n".join(parts) + "\n"
 
 

@@ -90,10 +90,12 @@ def pretrained(tiny: bool, label_names: list[str]) -> tuple[AutoTokenizer, torch
     randomly initialised 2-layer BERT of width 64 on the same vocabulary."""
     base = pretrained_minilm()
     transformers.logging.set_verbosity_error()  # no report of the new head's initialisation
-    tokenizer = AutoTokenizer.from_pretrained(base)
+    tokenizer = AutoTokenizer.from_pretrained(base, trust_remote_code=False)
     labels = {"id2label": dict(enumerate(label_names)), "label2id": {n: i for i, n in enumerate(label_names)}}
     if not tiny:
-        return tokenizer, AutoModelForSequenceClassification.from_pretrained(base, **labels)
+        return tokenizer, AutoModelForSequenceClassification.from_pretrained(
+            base, **labels, trust_remote_code=False
+        )
     config = BertConfig(
         vocab_size=tokenizer.vocab_size,
         hidden_size=64,
@@ -137,6 +139,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="Folder for every step's output.")
     parser.add_argument("--tiny", action="store_true", help="A tiny model and few sentences (seconds).")
     args = parser.parse_args(argv)
+    if args.out.exists() and not args.out.is_dir():  # refused before the fine-tuning, not after it
+        print(
+            f"error: --out {args.out} is a file; give a folder (new, or this example's own)", file=sys.stderr
+        )
+        return 2
     sizes = TINY if args.tiny else REAL
     out: Path = args.out
     started = time.perf_counter()

@@ -1,11 +1,13 @@
-"""No script from an input file runs in a page fmm-fast writes.
+"""No script from an input file runs in a page fmm-fast writes, nor in its Markdown files rendered as the
+docs site renders Markdown.
 
 Every field of every file `fmm-fast report --html` reads (an evaluate result, a ROAR run, an aopc result,
 a masf.json, an `fmm-fast explain` line) is given, one at a time, a script payload in place of its value
 (a string for a number, so a wrong type too) and in place of its key; the report either refuses the file
 in one line naming it (exit 2) or writes a page where the payload is text, never markup. The page of
-`fmm-fast explain --html` gets the payload in every string it shows. Then, in headless Chromium, pages
-holding every payload the report accepted show that none of them ran.
+`fmm-fast explain --html` gets the payload in every string it shows. Every Markdown file the report writes
+(table.md, check.md, ...) is rendered with the Markdown extensions of mkdocs.yml: the payload is text there
+too. Then, in headless Chromium, pages holding every payload the report accepted show that none of them ran.
 """
 
 from __future__ import annotations
@@ -40,7 +42,9 @@ SCRIPT = (
 )
 # Breaks out of a quoted attribute first; the handler runs without fetching anything.
 HANDLER = "\"'><svg onload=\"console.error('Error: PWNED svg')\"></svg>"
-PAYLOAD = HANDLER + SCRIPT
+# An attribute list (the docs site's attr_list extension): in Markdown, a handler on the element before it.
+ATTRIBUTES = "{: onmouseover=\"console.error('Error: PWNED attr')\" }"
+PAYLOAD = HANDLER + SCRIPT + ATTRIBUTES
 NAME_PAYLOAD = '"\'><svg onload=console.error("Error:PWNED-name")>'  # a file name: no slash
 MARKUP = ("<script>document.title", "<svg")  # how a payload's markup shows unescaped
 
@@ -136,6 +140,29 @@ def write_aopc(folder: Path) -> Path:
     return folder / "result.json"
 
 
+def write_check(folder: Path) -> Path:
+    """A check.json as `fmm-fast check` writes it (the fields the report reads), out of distribution with
+    a fix."""
+    points = [
+        {"ratio": ratio, "metrics": {"accuracy": accuracy}, "simes": simes}
+        for ratio, accuracy, simes in ((0.0, 0.9, 0.5), (1.0, 0.5, 0.01))
+    ]
+    record = {
+        "kind": "check",
+        "dataset": "sms",
+        "split": "test",
+        "n_examples": 4,
+        "metric": "accuracy",
+        "majority_baseline": 0.5,
+        "model": {"path": "m.onnx", "strategy": "plain"},
+        "points": points,
+        "verdict": {"in_distribution": False, "out_from": 1.0, "fix": "fmm-fast train --model m"},
+    }
+    folder.mkdir(parents=True)
+    write_record(folder / "check.json", record)
+    return folder / "check.json"
+
+
 def inputs(root: Path) -> list[Input]:
     evaluate = write_result(
         root / "evaluate",
@@ -149,6 +176,7 @@ def inputs(root: Path) -> list[Input]:
     masf = write_masf(root / "masf", {"masked (m.onnx)": [0.5] * 11})
     roar = write_roar(root / "roar", seeds=(0,), measures=("rand", "loo-sign"))
     aopc = write_aopc(root / "aopc")
+    check = write_check(root / "check")
     explained = root / "explained.jsonl"
     save_explanations(explained, [explanation([0.1, 0.2, 0.05, -0.3, 0.0, 0.4])])  # one line: any index sorts
     return [
@@ -156,6 +184,7 @@ def inputs(root: Path) -> list[Input]:
         Input("masf", root / "masf", masf),
         Input("roar", root / "roar", roar / "result.json"),
         Input("aopc", root / "aopc", aopc),
+        Input("check", root / "check", check),
         Input("explain", root / "aopc", explained, lines=True),
     ]
 
@@ -168,6 +197,7 @@ class Outcome:
     code: int | None
     err: str
     page: str | None  # report.html when the report wrote one
+    markdown: dict[str, str]  # each .md file the report wrote: its text
 
     @property
     def where(self) -> str:
@@ -200,7 +230,8 @@ def sweep(root: Path) -> list[Outcome]:
             code, err = report(given, out, explained)
             page = out / "report.html"
             text = page.read_text("utf-8") if code == 0 and page.is_file() else None
-            outcomes.append(Outcome(given, kind, at, code, err, text))
+            tables = {md.name: md.read_text("utf-8") for md in out.glob("*.md")} if code == 0 else {}
+            outcomes.append(Outcome(given, kind, at, code, err, text, tables))
         given.file.write_text(original, "utf-8")
     return outcomes
 
@@ -225,11 +256,45 @@ def problem(outcome: Outcome) -> str | None:
 
 def test_every_field_of_every_input_is_text_or_refused(swept):
     outcomes = swept
-    assert len(outcomes) > 150  # every field of five formats and the explain line
+    assert len(outcomes) > 150  # every field of six formats and the explain line
     problems = [f"{o.where}: {p}" for o in outcomes if (p := problem(o))]
     assert problems == [], "\n".join(problems)
     shown = [o for o in outcomes if o.page is not None and "PWNED" in o.page]
     assert len(shown) > 20  # many payloads reached a page, as text
+
+
+def docs_site_html(text: str) -> str:
+    """Markdown as HTML, rendered as the docs site renders it: Python-Markdown with mkdocs.yml's
+    extensions and their options."""
+    import markdown
+    import yaml
+
+    site = yaml.safe_load((Path(__file__).parents[1] / "mkdocs.yml").read_text())
+    names, options = [], {}
+    for entry in site["markdown_extensions"]:
+        name, config = next(iter(entry.items())) if isinstance(entry, dict) else (entry, None)
+        names.append(name)
+        if config:
+            options[name] = config
+    return markdown.markdown(text, extensions=names, extension_configs=options)
+
+
+LIVE_MARKUP = re.compile(r"<(script|svg|iframe|img)\b|<[^>]*\son\w+\s*=", re.IGNORECASE)  # a tag or a handler
+
+
+def test_every_markdown_file_shows_payloads_as_text(swept):
+    """Each .md of each report run, rendered as the docs site does: the payload is there as text, and no
+    tag or event handler of it is live."""
+    rendered = {
+        f"{o.where}: {name}": docs_site_html(text)
+        for o in swept
+        for name, text in o.markdown.items()
+        if "PWNED" in text
+    }
+    kinds = {where.split()[0] for where in rendered}
+    assert {"evaluate", "masf", "roar", "aopc", "check"} <= kinds  # payloads reached every kind of table
+    live = {where: LIVE_MARKUP.findall(html) for where, html in rendered.items() if LIVE_MARKUP.search(html)}
+    assert live == {}
 
 
 def explain_page_with_payloads(page: Path) -> None:
@@ -288,6 +353,12 @@ def test_no_payload_runs_in_a_browser(swept, tmp_path):
         pages.append(out / "report.html")
     pages.append(tmp_path / "explained.html")
     explain_page_with_payloads(pages[-1])
+    bodies = [docs_site_html(t) for o in outcomes for t in o.markdown.values() if "PWNED" in t]
+    markdown_page = tmp_path / "markdown.html"
+    markdown_page.write_text(
+        "<!doctype html><title>fmm-fast report</title><body>" + "".join(bodies) + "</body>", "utf-8"
+    )
+    pages.append(markdown_page)
     for page in pages:
         assert "PWNED" in page.read_text("utf-8")
         rendered = render(CHROMIUM, page)

@@ -17,7 +17,7 @@ from transformers import BertConfig, BertForSequenceClassification
 
 from fmm_fast.backends.engine import MaskBatchEngine
 from fmm_fast.backends.loading import load_model
-from fmm_fast.backends.onnx_backend import OnnxBackend, _embedding_rows
+from fmm_fast.backends.onnx_backend import OnnxBackend
 from fmm_fast.backends.torch_backend import TorchBackend
 from fmm_fast.cli import main
 from fmm_fast.core.datatypes import ModelInfo, pad_batch
@@ -26,6 +26,7 @@ from fmm_fast.core.threads import limited_threads, physical_cores
 from fmm_fast.export import onnx_export as export_module
 from fmm_fast.export.onnx_export import export_onnx
 from fmm_fast.export.onnx_format import METADATA_INFO, METADATA_TOKENIZER, configure_tokenizer
+from fmm_fast.training.folder_check import onnx_embedding_rows
 from fmm_fast.training.models import (
     SequenceClassifier,
     build_tiny_roberta,
@@ -468,12 +469,12 @@ def test_a_cached_graph_put_in_place_of_another_is_written_again(roberta_onnx, t
 
 def test_embedding_rows_are_found_in_plain_and_fused_graphs(bert_checkpoint, bert_onnx, tmp_path) -> None:
     plain = onnx.load(str(bert_onnx[0]))
-    assert bert_onnx[1]["graph"] == "plain" and _embedding_rows(plain) == 30522
+    assert bert_onnx[1]["graph"] == "plain" and onnx_embedding_rows(plain) == 30522
     report = export_onnx(bert_checkpoint, tmp_path / "fp16.onnx", fp16=True)
     fused = onnx.load(str(tmp_path / "fp16.onnx"))
     assert report["graph"] == "fused" and "EmbedLayerNormalization" in report["fused_operators"]
     assert "EmbedLayerNormalization" in {node.op_type for node in fused.graph.node}
-    assert _embedding_rows(fused) == 30522
+    assert onnx_embedding_rows(fused) == 30522
 
 
 def test_physical_cores_is_within_cpu_count() -> None:

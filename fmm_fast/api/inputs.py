@@ -16,6 +16,7 @@ from fmm_fast.core.errors import UserError
 from fmm_fast.core.writing import write_text
 from fmm_fast.data.labels import parse_label_names
 from fmm_fast.data.options import DataOptions
+from fmm_fast.training.checkpoint_layout import typed_as_path
 
 # the columns a dataset given as Python data is read by, where no --text-field etc. names others
 TEXT, PAIR, LABEL = "text", "pair", "label"
@@ -30,6 +31,12 @@ def model_source(model: Any) -> Any:
     """What the loader takes for `model`: a path for a path or name, the model folder of a training result
     (`fmm_fast.train(...)`), the saved folder of a loaded Hugging Face (model, tokenizer) pair; anything
     else goes to the loader as it is."""
+    if isinstance(model, str) and typed_as_path(model) and not Path(model).expanduser().exists():
+        # Path() would drop a leading ./ and the name would read as a Hugging Face Hub name
+        raise UserError(
+            f"model '{model}' does not exist (a path, never a Hub name); give an existing checkpoint or "
+            "model folder, or an .onnx file"
+        )
     if isinstance(model, str | Path):
         return Path(model)
     if _is_loaded_pair(model):

@@ -38,6 +38,7 @@ from fmm_fast.export.onnx_format import (
     model_feeds,
     resolved_source,
 )
+from fmm_fast.training.folder_check import check_onnx_metadata
 
 PROVIDERS = {
     "cpu": "CPUExecutionProvider",
@@ -208,7 +209,7 @@ def _read_metadata(path: Path) -> tuple[ModelInfo, Tokenizer, dict, set[str]]:
             f"'{path}' has unreadable fmm-fast metadata ({str(error).splitlines()[0]}); re-export it with "
             "`fmm-fast export`"
         ) from error
-    _check_tokenizer(path, model, info, tokenizer)
+    check_onnx_metadata(path, model, info, tokenizer)
     try:
         verification = loads_record(metadata.get(METADATA_VERIFICATION, "{}"))
     except ValueError as error:
@@ -216,36 +217,6 @@ def _read_metadata(path: Path) -> tuple[ModelInfo, Tokenizer, dict, set[str]]:
             f"'{path}' has an unreadable verification report ({error}); re-export it with `fmm-fast export`"
         ) from None
     return info, tokenizer, verification, outputs
-
-
-def _check_tokenizer(path: Path, model, info: ModelInfo, tokenizer: Tokenizer) -> None:
-    """The mask id must be a token, and the vocabulary must fit the word-embedding matrix."""
-    if tokenizer.id_to_token(info.mask_id) is None:
-        raise UserError(
-            f"'{path}': the recorded mask id {info.mask_id} is not in its tokenizer's vocabulary "
-            f"({tokenizer.get_vocab_size()} tokens); the metadata is damaged, re-export with "
-            "`fmm-fast export`"
-        )
-    rows = _embedding_rows(model)
-    if rows is not None and tokenizer.get_vocab_size() > rows:
-        raise UserError(
-            f"'{path}': its tokenizer has {tokenizer.get_vocab_size()} tokens but the word-embedding matrix "
-            f"{rows} rows; the tokenizer does not belong to this model, re-export with `fmm-fast export`"
-        )
-
-
-def _embedding_rows(model) -> int | None:
-    """Rows of the table input_ids (or a Cast of it) index, in a Gather or an EmbedLayerNormalization."""
-    shapes = {init.name: list(init.dims) for init in model.graph.initializer}
-    token_ids = {"input_ids"}
-    for node in model.graph.node:  # nodes are in topological order
-        if node.op_type == "Cast" and node.input[0] in token_ids:
-            token_ids.add(node.output[0])
-        elif node.op_type == "Gather" and node.input[1] in token_ids and node.input[0] in shapes:
-            return shapes[node.input[0]][0]
-        elif node.op_type == "EmbedLayerNormalization" and node.input[0] in token_ids:
-            return shapes[node.input[2]][0] if node.input[2] in shapes else None
-    return None
 
 
 def _ort_errors() -> tuple[type[Exception], ...]:

@@ -16,8 +16,9 @@ fmm-fast's.
 
 While a command writes, it holds a lock (fcntl.flock on LOCK_NAME in the directory, or on `.NAME.lock`
 beside a file), taken before any model or data loads, so a second process writing the same output exits
-at once. The OS releases a flock when the process ends, crash and SIGKILL included, so a lock file left
-on disk never blocks a later run.
+at once. The lock file is removed as the command ends (a later taker checks it locked the file still in
+place); the OS releases a flock when the process ends, crash and SIGKILL included, so a lock file a killed
+run leaves on disk never blocks a later run.
 """
 
 from __future__ import annotations
@@ -57,29 +58,46 @@ def output_lock(path: Path, file: bool = False) -> Iterator[None]:
         lock_path = path.with_name(f".{path.name}.lock")
     else:
         lock_path = ensure_writable(path) / LOCK_NAME
-    handle: IO[str] = lock_path.open("a")
+    handle = _acquire(lock_path, path)
     try:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise UserError(
-                f"another fmm-fast process is writing {path} (it holds {lock_path}); wait for it to end "
-                "or choose another --out"
-            ) from None
         try:
             with writing_into(path.parent if file else path):
                 yield
         except BaseException:
-            if file and not path.exists():  # nothing written: leave no lock file behind either
-                lock_path.unlink(missing_ok=True)
-            elif not file and path.is_dir() and not _occupants(path):
+            if not file and path.is_dir() and not _occupants(path):
                 (path / RUN_MARKER).unlink(missing_ok=True)
                 if created:  # nothing of this failed run remains: leave no empty directory behind
                     lock_path.unlink(missing_ok=True)
                     path.rmdir()
             raise
     finally:
+        lock_path.unlink(missing_ok=True)  # still held: no lock file outlives its run
         handle.close()  # closing releases the flock
+
+
+def _acquire(lock_path: Path, path: Path) -> IO[str]:
+    """The open, flocked lock file of output `path`; UserError when another process holds it.
+
+    A holder removes the file as it finishes, so a lock taken on a file that is no longer at `lock_path`
+    (opened just before its removal) guards nothing: it is dropped and the lock taken again on the new file.
+    """
+    while True:
+        handle: IO[str] = lock_path.open("a")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            raise UserError(
+                f"another fmm-fast process is writing {path} (it holds {lock_path}); wait for it to end "
+                "or choose another --out"
+            ) from None
+        try:
+            current = os.stat(lock_path).st_ino
+        except FileNotFoundError:
+            current = None
+        if current == os.fstat(handle.fileno()).st_ino:
+            return handle
+        handle.close()
 
 
 def read_marker(directory: Path) -> dict[str, Any] | None:

@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from fmm_fast.core.errors import UserError
 from fmm_fast.core.reading import read_checked
+from fmm_fast.report.markdown_text import Markdown, markdown
 from fmm_fast.report.tables import markdown_table
 
 CHECK_FILE = "check.json"
@@ -37,6 +39,11 @@ def load_checks(dirs: Sequence[Path]) -> list[dict]:
     records = []
     for path in sorted(found):
         record = read_checked(path, CHECK_RECORD, "rerun `fmm-fast check` for it")
+        if not record["points"] or any(record["metric"] not in p["metrics"] for p in record["points"]):
+            raise UserError(
+                f"{path} is damaged: its points do not all hold its metric '{record['metric']}'; rerun "
+                "`fmm-fast check` for it"
+            )
         records.append({**record, "path": str(path)})
     return records
 
@@ -50,8 +57,8 @@ def verdict_cell(verdict: dict) -> str:
     """ "in distribution" or "out from r%" (and the fixing command)."""
     if verdict["in_distribution"]:
         return "in distribution under masking"
-    fix = f"; fix: `{verdict['fix']}`" if verdict["fix"] else ""
-    return f"out of distribution from {verdict['out_from']:.0%} masked{fix}"
+    fix = markdown("; fix: {fix:code}", fix=verdict["fix"]) if verdict["fix"] else Markdown("")
+    return markdown("out of distribution from {ratio:.0%} masked{fix}", ratio=verdict["out_from"], fix=fix)
 
 
 def render_check_markdown(records: list[dict]) -> str:

@@ -13,6 +13,7 @@ from fmm_fast.core.reading import read_checked
 from fmm_fast.core.writing import write_text
 from fmm_fast.protocols.masf.statistic import IN_DISTRIBUTION_LEVEL
 from fmm_fast.report.identity import count_once, run_identity
+from fmm_fast.report.markdown_text import markdown
 from fmm_fast.report.plots import plot_p_values
 from fmm_fast.report.tables import markdown_table
 
@@ -85,8 +86,12 @@ def render_masf_markdown(curves: dict[str, dict]) -> str:
         floor = run["calibration"].get("p_value_floor")
         if floor is not None and floor > IN_DISTRIBUTION_LEVEL:
             saturated.append(
-                f"- {label}: the calibration saturates, no p-value can fall below {floor:.2g}, so ✓ says "
-                "nothing here; calibrate on a larger validation split"
+                markdown(
+                    "- {label}: the calibration saturates, no p-value can fall below {floor:.2g}, so ✓ says "
+                    "nothing here; calibrate on a larger validation split",
+                    label=label,
+                    floor=floor,
+                )
             )
     caption = (
         "MaSF Simes p-value per masking ratio: ✓ masked inputs in distribution "

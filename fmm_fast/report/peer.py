@@ -20,6 +20,7 @@ from fmm_fast.protocols.aopc import RECORD_KIND, SUMMARIES, summary_cell
 from fmm_fast.protocols.curve_stats import bootstrap_ci, format_ci
 from fmm_fast.report.identity import count_once, run_identity
 from fmm_fast.report.load import find_result_files, load_run
+from fmm_fast.report.markdown_text import markdown
 from fmm_fast.report.order import measure_sort_key
 from fmm_fast.report.tables import markdown_table
 
@@ -102,10 +103,18 @@ def render_peer_markdown(records: list[dict]) -> str:
         for name in names:
             holders = [r["measures"][name] for r in runs if name in r["measures"]]
             cells = [_cell([h[key] for h in holders]) for key, _ in SUMMARIES]
-            label = name if len(holders) == len(runs) else f"{name} [n={len(holders)}]"
+            fewer = len(holders) != len(runs)
+            label = markdown("{name} [n={n}]", name=name, n=len(holders)) if fewer else name
             rows.append([label, *cells, _score_cell(holders)])
         examples = sorted({r["n_examples"] for r in runs})
         sizes = ", ".join(map(str, examples))
-        title = f"### {dataset} / {strategy} ({split}; {len(runs)} seed(s), {sizes} examples)"
+        title = markdown(
+            "### {dataset} / {strategy} ({split}; {runs} seed(s), {sizes} examples)",
+            dataset=dataset,
+            strategy=strategy,
+            split=split,
+            runs=len(runs),
+            sizes=sizes,
+        )
         parts += [title, markdown_table(header, rows)]
     return "\n\n".join(parts) + "\n"

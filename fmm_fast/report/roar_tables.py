@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from fmm_fast.report.load import ROAR_PHASES
+from fmm_fast.report.markdown_text import markdown, prose
 from fmm_fast.report.roar import CostRow, NoRetraining, RoarGroup, RoarReport
 from fmm_fast.report.tables import markdown_table, score_cell
 
@@ -70,11 +71,21 @@ def render_roar_markdown(report: RoarReport) -> str:
         state = "" if group.complete else " (incomplete)"
         seeds = ", ".join(map(str, group.seeds)) or "none kept"
         seed_word = "seed" if len(group.seeds) == 1 else "seeds"
-        title = f"{group.dataset}: {group.protocol}, {group.strategy} retraining ({seed_word} {seeds}){state}"
-        parts.append(f"### {title}")
+        parts.append(
+            markdown(
+                "### {dataset}: {protocol}, {strategy} retraining ({seed_word} {seeds}){state}",
+                dataset=group.dataset,
+                protocol=group.protocol,
+                strategy=group.strategy,
+                seed_word=seed_word,
+                seeds=seeds,
+                state=state,
+            )
+        )
         parts.append(markdown_table(*_roar_rows(group)))
         if group.notes:
-            parts.append("\n".join(["Left out:", *(f"- {note}" for note in group.notes)]))
+            notes = [markdown("- {note}", note=prose(note)) for note in group.notes]
+            parts.append("\n".join(["Left out:", *notes]))
     return "\n\n".join(parts) + "\n"
 
 

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from fmm_fast.report.aggregate import CurveScores, Estimate, Report
+from fmm_fast.report.markdown_text import Markdown, escape_text, markdown, plain_text
 from fmm_fast.report.order import measure_sort_key
 
 TABLE_CAPTION = (
@@ -20,10 +21,13 @@ _LATEX_SPECIAL = re.compile(r"([&%$#_{}])")
 
 
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
-    """A GitHub Markdown table: the header row, the separator, one line per row (cells as given)."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
+    """A GitHub Markdown table: the header row, the separator, one line per row; each cell escaped for
+    Markdown unless it is Markdown already (made by markdown_text.markdown)."""
+
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(c if isinstance(c, Markdown) else escape_text(c) for c in cells) + " |"
+
+    return "\n".join([line(header), "|" + "---|" * len(header), *(line(row) for row in rows)])
 
 
 def score_cell(measure: CurveScores, group_seeds: int, estimate: Estimate | None = None) -> str:
@@ -34,9 +38,9 @@ def score_cell(measure: CurveScores, group_seeds: int, estimate: Estimate | None
     """
     estimate = measure.score if estimate is None else estimate
     if measure.score_name == "RACU" and measure.racu_undefined and math.isnan(estimate.mean):
-        return f"undefined: {'; '.join(measure.racu_undefined)}"
+        return markdown("undefined: {why}", why="; ".join(measure.racu_undefined))
     if len(measure.seeds) != group_seeds:
-        return f"{estimate.formatted()} [n={len(measure.seeds)}]"
+        return markdown("{score} [n={n}]", score=estimate.formatted(), n=len(measure.seeds))
     return estimate.formatted()
 
 
@@ -61,7 +65,7 @@ def _dropped_note(report: Report) -> str:
     if not report.dropped:
         return ""
     lines = ["Dropped seeds (did not converge: bAbI unmasked metric ≤ 0.5):"]
-    lines += [f"- {seed.describe()}" for seed in report.dropped]
+    lines += [markdown("- {seed}", seed=seed.describe()) for seed in report.dropped]
     return "\n".join(lines)
 
 
@@ -70,12 +74,13 @@ def render_table_markdown(report: Report) -> str:
     parts = [f"{TABLE_CAPTION}."]
     for strategy in report.strategies():
         header, rows = _score_table(report, strategy)
-        parts += [f"### Strategy: {strategy}", markdown_table(header, rows)]
+        parts += [markdown("### Strategy: {strategy}", strategy=strategy), markdown_table(header, rows)]
     parts.append(_dropped_note(report))
     return "\n\n".join(p for p in parts if p) + "\n"
 
 
 def _latex(text: str) -> str:
+    text = plain_text(text) if isinstance(text, Markdown) else text  # a cell the Markdown table shares
     escaped = _LATEX_SPECIAL.sub(r"\\\1", text)
     return escaped.replace("−", "$-$").replace("×", r"$\times$").replace("~", r"\textasciitilde{}")
 
@@ -158,4 +163,5 @@ def render_timing_markdown(report: Report) -> str:
     for group in report.groups:
         machines.update(group.machines)
     where = "; ".join(f"{machine} ({count} runs)" for machine, count in machines.most_common())
-    return markdown_table(header, rows) + (f"\n\nMeasured on: {where}.\n" if where else "\n")
+    measured = markdown("\n\nMeasured on: {where}.\n", where=where) if where else "\n"
+    return markdown_table(header, rows) + measured

@@ -13,6 +13,7 @@ from pathlib import Path
 
 INFO_FILE = "fmm_info.json"
 TOKENIZER_FILE = "tokenizer.json"
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"  # for other Hugging Face tools (training.tokenizer_files)
 CONFIG_FILE = "config.json"
 CLASSIFIER_SUFFIX = "ForSequenceClassification"
 
@@ -33,3 +34,8 @@ def is_classifier_config(path: str | Path) -> bool:
     except (OSError, ValueError, AttributeError):
         return False
     return any(str(name).endswith(CLASSIFIER_SUFFIX) for name in architectures)
+
+
+def typed_as_path(model: str) -> bool:
+    """Whether `model` as the user typed it is a path, never a Hub name: it starts with ./, ../, / or ~."""
+    return model in (".", "..") or model.startswith(("./", "../", "/", "~", ".\\", "..\\"))

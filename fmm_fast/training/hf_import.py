@@ -14,7 +14,6 @@ is a UserError naming the fix.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -31,7 +30,9 @@ from fmm_fast.training.checkpoint_layout import (
     TOKENIZER_FILE,
     is_checkpoint,
     is_classifier_config,
+    typed_as_path,
 )
+from fmm_fast.training.folder_check import check_model_folder, read_config_object
 from fmm_fast.training.models import SequenceClassifier, load_checkpoint, quiet_transformers
 
 TRAINED_ELSEWHERE = "elsewhere"
@@ -39,14 +40,22 @@ HUB_NAME = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
 # Model types whose position ids start after the padding id (RoBERTa's convention): fewer usable positions.
 POSITIONS_AFTER_PADDING = ("roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "mpnet", "data2vec-text")
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack")
+IGNORED_DOWNLOADS = [f"*{suffix}" for suffix in (*WEIGHT_SUFFIXES[1:], ".onnx", ".ot", ".tflite", ".py")]
 SAME_LOGITS = 1e-4  # the first-token shortcut must give the full model's logits within this
 
 
 def resolve_model_dir(model: str | Path) -> Path:
     """The folder of `model`: a local path as it is, or a Hub name's snapshot in the local Hugging Face
-    cache (downloaded first unless the Hub is offline). UserError when it is neither."""
-    path = Path(model)
-    if path.exists() or not HUB_NAME.fullmatch(str(model)):
+    cache (downloaded first unless the Hub is offline). UserError when it is neither, or a base model's
+    name (those are for `fmm-fast train`, which resolves them first)."""
+    if str(model) in (MINILM, TINY_ROBERTA) and not Path(model).exists():
+        raise UserError(
+            f"'{model}' is a base model that `fmm-fast train --model {model}` starts from, not a trained "
+            "classifier; give a checkpoint folder from `fmm-fast train`, a Hugging Face classifier folder "
+            "(save_pretrained), a Hub name of one or an .onnx file from `fmm-fast export`"
+        )
+    path = Path(model).expanduser()
+    if path.exists() or typed_as_path(str(model)) or not HUB_NAME.fullmatch(str(model)):
         return path
     from huggingface_hub import constants, snapshot_download
     from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
@@ -56,7 +65,8 @@ def resolve_model_dir(model: str | Path) -> Path:
             snapshot_download(
                 str(model),
                 local_files_only=constants.HF_HUB_OFFLINE,
-                ignore_patterns=["*.h5", "*.msgpack", "*.onnx", "*.ot", "*.tflite", "onnx/*", "openvino/*"],
+                # safetensors weights only (folder_check refuses pickle files): never download the others
+                ignore_patterns=[*IGNORED_DOWNLOADS, "onnx/*", "openvino/*"],
             )
         )
     except LocalEntryNotFoundError as error:
@@ -77,12 +87,14 @@ def open_classifier(
 ) -> tuple[SequenceClassifier, Tokenizer, ModelInfo]:
     """An fmm-fast checkpoint, or a Hugging Face sequence classifier (folder or Hub name) imported as one
     (eval mode, float32). label_names: the names of the model's labels, in its order, where its own are
-    the generic LABEL_0, LABEL_1, ... (`--labels`); None keeps the model's."""
+    the generic LABEL_0, LABEL_1, ... (`--labels`); None keeps the model's. The folder is checked whole
+    (folder_check) before anything loads from it."""
     directory = resolve_model_dir(model)
     if is_checkpoint(directory):
+        check_model_folder(directory, label_names=label_names)
         classifier, tokenizer, info = load_checkpoint(directory)
     else:
-        classifier, tokenizer, info = import_classifier(directory)
+        classifier, tokenizer, info = import_classifier(directory, label_names)
     info = rename_labels(info, label_names, directory)
     config = classifier.hf_model.config  # a checkpoint saved from it names them alike
     config.id2label = dict(enumerate(info.label_names))
@@ -102,9 +114,12 @@ def rename_labels(info: ModelInfo, label_names: list[str] | None, directory: Pat
     return replace(info, label_names=list(label_names))
 
 
-def import_classifier(directory: Path) -> tuple[SequenceClassifier, Tokenizer, ModelInfo]:
-    """A `save_pretrained` folder of a Hugging Face sequence classifier as an fmm-fast model."""
-    config = read_config(directory)
+def import_classifier(
+    directory: Path, label_names: list[str] | None = None
+) -> tuple[SequenceClassifier, Tokenizer, ModelInfo]:
+    """A `save_pretrained` folder of a Hugging Face sequence classifier as an fmm-fast model (label_names:
+    the user's names for its labels, as open_classifier's)."""
+    config = read_config(directory, label_names=label_names)
     hf_tokenizer = fast_tokenizer(directory)
     hf_model = _classifier_weights(directory, config)
     info = model_info(hf_model, hf_tokenizer, _label_names(hf_model.config), source=str(directory))
@@ -117,8 +132,10 @@ def import_classifier(directory: Path) -> tuple[SequenceClassifier, Tokenizer, M
     return model, tokenizer, info
 
 
-def read_config(directory: Path) -> dict:
-    """config.json of a folder fmm-fast can run: an encoder (not a decoder, not encoder-decoder)."""
+def read_config(directory: Path, new_head: bool = False, label_names: list[str] | None = None) -> dict:
+    """config.json of a folder fmm-fast can run: an encoder (not a decoder, not encoder-decoder), with its
+    tokenizer and weights checked against it (folder_check.check_model_folder, whose new_head and
+    label_names these are)."""
     if not directory.is_dir():
         raise UserError(
             f"model '{directory}' does not exist; give a checkpoint folder from `fmm-fast train`, a Hugging "
@@ -136,10 +153,7 @@ def read_config(directory: Path) -> dict:
             "`fmm-fast train`, a Hugging Face model folder (save_pretrained) or an ONNX file from "
             "`fmm-fast export`"
         )
-    try:
-        config = json.loads(config_path.read_text())
-    except (OSError, ValueError) as error:
-        raise UserError(f"cannot read '{config_path}' ({error}); save the model again") from error
+    config = read_config_object(directory)
     model_type = str(config.get("model_type", ""))
     if config.get("is_encoder_decoder"):
         raise UserError(
@@ -157,6 +171,7 @@ def read_config(directory: Path) -> dict:
             f"'{directory}' is a decoder-only model ({model_type}); erasure by masking needs an encoder with "
             "a mask token (BERT, RoBERTa, DeBERTa, ...): fine-tune one of those"
         )
+    check_model_folder(directory, new_head=new_head, label_names=label_names)
     return config
 
 
@@ -171,7 +186,7 @@ def fast_tokenizer(directory: Path, name: str | None = None):
             "from_pretrained(folder).save_pretrained(folder)` (transformers converts a slow one)"
         )
     try:
-        hf_tokenizer = AutoTokenizer.from_pretrained(directory)
+        hf_tokenizer = AutoTokenizer.from_pretrained(directory, trust_remote_code=False)
     except (OSError, ValueError) as error:
         raise UserError(
             f"cannot load the tokenizer of '{where}' ({_first_line(error)}); save it again with "
@@ -197,7 +212,7 @@ def _classifier_weights(directory: Path, config: dict) -> torch.nn.Module:
     quiet_transformers()
     try:
         hf_model, loading = AutoModelForSequenceClassification.from_pretrained(
-            directory, output_loading_info=True
+            directory, output_loading_info=True, trust_remote_code=False, use_safetensors=True
         )
     except (OSError, ValueError, KeyError) as error:
         raise UserError(
@@ -315,7 +330,7 @@ def load_pretrained(name: str, label_names: list[str]) -> tuple[SequenceClassifi
     quiet_transformers()
     resolved = resolve_pretrained(name)
     directory = resolve_model_dir(resolved)
-    read_config(directory)
+    read_config(directory, new_head=True)
     hf_tokenizer = fast_tokenizer(directory, name)
     try:
         hf_model = AutoModelForSequenceClassification.from_pretrained(
@@ -324,6 +339,8 @@ def load_pretrained(name: str, label_names: list[str]) -> tuple[SequenceClassifi
             id2label=dict(enumerate(label_names)),
             label2id={label: i for i, label in enumerate(label_names)},
             ignore_mismatched_sizes=True,
+            trust_remote_code=False,
+            use_safetensors=True,
         )
     except (OSError, ValueError) as error:
         raise UserError(

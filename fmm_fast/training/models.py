@@ -25,7 +25,13 @@ from fmm_fast.core.writing import STAGING_MARK, replacing, write_text
 from fmm_fast.export.first_token import FirstTokenLastLayer
 from fmm_fast.export.onnx_format import configure_tokenizer
 from fmm_fast.training.base_models import TINY_ROBERTA
-from fmm_fast.training.checkpoint_layout import INFO_FILE, TOKENIZER_FILE, is_checkpoint
+from fmm_fast.training.checkpoint_layout import (
+    INFO_FILE,
+    TOKENIZER_CONFIG_FILE,
+    TOKENIZER_FILE,
+    is_checkpoint,
+)
+from fmm_fast.training.tokenizer_files import tokenizer_config
 
 
 def quiet_transformers() -> None:
@@ -160,7 +166,8 @@ def build_tiny_roberta(
 def save_checkpoint(
     directory: Path, model: SequenceClassifier, tokenizer: Tokenizer, info: ModelInfo
 ) -> None:
-    """Write a self-contained checkpoint directory (HF model + tokenizer.json + fmm_info.json)."""
+    """Write a self-contained checkpoint directory (HF model + tokenizer.json and tokenizer_config.json +
+    fmm_info.json)."""
     directory.mkdir(parents=True, exist_ok=True)
     with (
         naming(directory, directory),  # what the savers fail to write in it: the checkpoint's folder
@@ -172,6 +179,7 @@ def save_checkpoint(
                 os.replace(saved, staged)
     with replacing(directory / TOKENIZER_FILE) as staged:
         tokenizer.save(str(staged))
+    write_text(directory / TOKENIZER_CONFIG_FILE, tokenizer_config(tokenizer, info))
     extra = {"sep_id": model.sep_id}
     write_text(directory / INFO_FILE, json.dumps({"info": json.loads(info.to_json()), **extra}, indent=2))
 
@@ -192,7 +200,9 @@ def load_checkpoint(directory: str | Path) -> tuple[SequenceClassifier, Tokenize
     )
     try:
         info = ModelInfo.from_dict(record["info"])
-        hf_model = AutoModelForSequenceClassification.from_pretrained(directory)
+        hf_model = AutoModelForSequenceClassification.from_pretrained(
+            directory, trust_remote_code=False, use_safetensors=True
+        )
         tokenizer = Tokenizer.from_file(str(directory / TOKENIZER_FILE))
     except Exception as error:  # damaged weights or tokenizer: transformers, safetensors and tokenizers
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__

@@ -6,26 +6,33 @@ from __future__ import annotations
 
 import re
 
+from fmm_fast.report.markdown_text import plain_text
 from fmm_fast.report.pages.markup import Html, join, markup
 
-_INLINE = re.compile(r"`([^`]+)`|\*\*([^*]+)\*\*")  # `code` or **bold**
+# a backslash escape (text, as markdown_text writes it), `code` or **bold**
+_INLINE = re.compile(r"\\.|`([^`]+)`|\*\*((?:\\.|[^*])+)\*\*")
+_CELL_BORDER = re.compile(r"(?<!\\)\|")  # a pipe that is not escaped
 _HEADING = re.compile(r"(#{1,6})\s+(.*)")
 
 
 def inline(text: str) -> Html:
-    """One line of Markdown text as escaped HTML with its `code` and **bold** spans."""
+    """One line of Markdown text as escaped HTML with its `code` and **bold** spans; backslash escapes and
+    the entities markdown_text writes read as the characters they stand for."""
     parts, cursor = [], 0
     for match in _INLINE.finditer(text):
         code, bold = match.groups()
-        parts.append(markup("{plain}", plain=text[cursor : match.start()]))
-        parts.append(markup("<code>{c}</code>", c=code) if code is not None else markup("<b>{b}</b>", b=bold))
+        if code is None and bold is None:  # an escaped character: part of the text around it
+            continue
+        parts.append(markup("{plain}", plain=plain_text(text[cursor : match.start()])))
+        span = markup("<code>{c}</code>", c=code) if code is not None else None
+        parts.append(span or markup("<b>{b}</b>", b=plain_text(bold)))
         cursor = match.end()
-    parts.append(markup("{plain}", plain=text[cursor:]))
+    parts.append(markup("{plain}", plain=plain_text(text[cursor:])))
     return join(parts)
 
 
 def _cells(line: str) -> list[str]:
-    return [cell.strip() for cell in line.strip().strip("|").split("|")]
+    return [cell.strip() for cell in _CELL_BORDER.split(line.strip().removeprefix("|").removesuffix("|"))]
 
 
 def _table(lines: list[str]) -> Html:

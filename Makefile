@@ -24,7 +24,7 @@ demo: $(STAMP)
 
 test: $(STAMP) chromium
 	$(BIN)/ruff check .
-	$(BIN)/pytest
+	$(BIN)/pytest -n auto --dist loadfile --durations=20
 
 bench: $(STAMP)
 	bench/run

@@ -79,11 +79,14 @@ class Sizes:
     test_size: int | None  # generated / subset test examples when training here (None: the whole split)
     epochs: int
     base: str  # the pretrained model trained here
+    # --quick: int-grad's 20 steps are most of the run's cost; two steps run the same code path
+    measure_options: tuple[tuple[str, int], ...] = ()
 
 
 SIZES = {
     False: Sizes(200, 50, 2000, None, 2, "minilm"),
-    True: Sizes(4, 2, 500, 20, 1, TINY_ROBERTA),  # MaSF's split calibration needs ≥ 40 validation examples
+    # MaSF's split calibration needs ≥ 40 validation examples
+    True: Sizes(4, 2, 500, 20, 1, TINY_ROBERTA, (("ig_steps", 2),)),
 }
 
 
@@ -138,7 +141,12 @@ def agreement(models: dict[str, LoadedModel], split: EncodedSplit) -> dict[str, 
 
 
 def erasure(
-    loaded: LoadedModel, split: EncodedSplit, dataset: TextDataset, measures: list[str], out: Path
+    loaded: LoadedModel,
+    split: EncodedSplit,
+    dataset: TextDataset,
+    measures: list[str],
+    out: Path,
+    measure_options: dict[str, int],
 ) -> dict:
     """Recursive-erasure curves of `measures` (rand first) with every step's masked inputs saved."""
     settings = EvaluationSettings(
@@ -146,6 +154,7 @@ def erasure(
         DataOptions(dataset.name, "test", len(split)),
         tuple(measures),
         SEED,
+        measure_options=measure_options,
         save_masked=True,
         backend=replace(CPU, precision=loaded.precision),
     )
@@ -171,12 +180,14 @@ def identical_masks(runs: dict[str, Path], measure: str) -> list[float]:
     return shares
 
 
-def score_correlation(models: dict[str, LoadedModel], split: EncodedSplit, measure: str) -> float:
+def score_correlation(
+    models: dict[str, LoadedModel], split: EncodedSplit, measure: str, measure_options: dict[str, int]
+) -> float:
     """Mean over examples (with ≥ 2 explained tokens and non-constant scores) of the Spearman correlation
     of the two precisions' scores of the unmasked input."""
     scores = {}
     for name, loaded in models.items():
-        chosen = get_measure(measure, seed=SEED)
+        chosen = get_measure(measure, seed=SEED, **measure_options)
         backend = gradient_backend(loaded, CPU) if chosen.needs_gradients else loaded.backend
         scores[name] = explain_split(chosen, MaskBatchEngine(backend), split.input_ids, split, 32)
     correlations = []
@@ -240,7 +251,9 @@ def study(
         for kind, measures, part in (("curves", CURVE_MEASURES, split), ("beam", [PAPER_BEAM], beam_split)):
             runs[kind][name] = out / dataset / name / kind
             started = time.perf_counter()
-            results[kind][name] = erasure(loaded, part, text_dataset, measures, runs[kind][name])
+            results[kind][name] = erasure(
+                loaded, part, text_dataset, measures, runs[kind][name], dict(sizes.measure_options)
+            )
             print(f"  {name} {kind}: {time.perf_counter() - started:.0f} s", file=sys.stderr)
     rows = []
     for measure in [BASELINE, *CURVE_MEASURES, PAPER_BEAM]:
@@ -256,7 +269,7 @@ def study(
                 "abs_delta_racu_x100": 100 * abs(figures["bf16"]["racu"] - figures["fp32"]["racu"]),
                 "acu_fp32_x100": 100 * figures["fp32"]["acu"],
                 "acu_bf16_x100": 100 * figures["bf16"]["acu"],
-                "spearman": score_correlation(models, part, measure),
+                "spearman": score_correlation(models, part, measure, dict(sizes.measure_options)),
                 "identical_masks_per_step": identical_masks(runs[kind], measure),
             }
         )
@@ -373,6 +386,7 @@ def main() -> None:
         defaults.test_size,
         args.epochs or defaults.epochs,
         defaults.base,
+        defaults.measure_options,
     )
     out = args.out or RESULTS_DIR / ("precision-quick" if args.quick else "precision")
     out.mkdir(parents=True, exist_ok=True)

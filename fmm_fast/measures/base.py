@@ -40,13 +40,35 @@ class ExplainBatch:
         return np.where(self.explained[row], np.arange(self.explained.shape[1]), -1).astype(np.int64)
 
     def visible_units(self, row: int, mask_id: int) -> list[np.ndarray]:
-        """The units of row `row` a masking measure may still mask (SPEC §10's M, by unit), in order of their
-        first token: each a (k,) int64 array of positions, ascending. A unit whose every token is already the
-        mask id is left out; masking a unit masks all its tokens. Token units: one position each."""
+        """The units of row `row` a masking measure may still mask (M of docs/method.md §10, by unit), in
+        order of their first token: each a (k,) int64 array of positions, ascending. A unit whose every
+        token is already the mask id is left out; masking a unit masks all its tokens. Token units: one
+        position each."""
         units = self.row_units(row)
         visible = units[(units >= 0) & (self.input_ids[row] != mask_id)]
+        if not len(visible):
+            return []
         first_seen = np.unique(visible, return_index=True)[1]
-        return [np.flatnonzero(units == unit) for unit in visible[np.sort(first_seen)]]
+        # group every position by unit once (a stable sort keeps positions ascending within a unit)
+        positions = np.flatnonzero(units >= 0)
+        order = positions[np.argsort(units[positions], kind="stable")]
+        ids, starts = np.unique(units[order], return_index=True)
+        groups = dict(zip(ids.tolist(), np.split(order, starts[1:]), strict=True))
+        return [groups[int(unit)] for unit in visible[np.sort(first_seen)]]
+
+
+def unit_totals(scores: np.ndarray, batch: ExplainBatch) -> np.ndarray:
+    """(B, T) float64: every token of a unit given the sum of its tokens' `scores` ((B, T), as a measure
+    that scores tokens returns them), 0 outside the units; `scores` itself for token units."""
+    if batch.units is None:
+        return scores
+    totals = np.zeros(scores.shape, dtype=np.float64)
+    for row in range(len(scores)):
+        units = batch.row_units(row)
+        inside = units >= 0
+        sums = np.bincount(units[inside], weights=scores[row, inside])
+        totals[row, inside] = sums[units[inside]]
+    return totals
 
 
 def check_positive(option: str, value: int) -> int:
@@ -75,3 +97,9 @@ class Measure(ABC):
 
     @abstractmethod
     def explain(self, batch: ExplainBatch, engine: MaskBatchEngine) -> np.ndarray: ...
+
+    def explain_units(self, batch: ExplainBatch, engine: MaskBatchEngine) -> np.ndarray:
+        """(B, T) float64 explain()'s scores with every token of a unit holding its unit's score: what the
+        protocols rank units by. A measure that scores tokens gives a unit the sum of its tokens' scores."""
+        scores = self.explain(batch, engine)
+        return scores if self.scores_units else unit_totals(scores, batch)

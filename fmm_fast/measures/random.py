@@ -17,6 +17,7 @@ class RandomMeasure(Measure):
 
     name = "rand"
     signed = False
+    scores_units = True  # one draw per unit: a sum over a unit's tokens would favour long units
 
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed
@@ -31,4 +32,10 @@ class RandomMeasure(Measure):
             scores = np.stack(
                 [np.random.default_rng([self.seed, int(i)]).random(width) for i in batch.example_ids]
             )
+        if batch.units is not None:  # one draw per unit: the draw at its first token (token units: each's)
+            for row in range(len(scores)):
+                units = batch.row_units(row)
+                inside = units >= 0
+                _, first, unit_of = np.unique(units[inside], return_index=True, return_inverse=True)
+                scores[row, inside] = scores[row, np.flatnonzero(inside)[first]][unit_of]
         return np.where(batch.explained, scores, 0.0)

@@ -35,19 +35,46 @@ RUN_KIND = "evaluate"  # the run marker's kind and the record's
 
 
 def erase_top(
-    input_ids: np.ndarray, explained: np.ndarray, scores: np.ndarray, count: int, mask_id: int
+    input_ids: np.ndarray,
+    explained: np.ndarray,
+    scores: np.ndarray,
+    count: int,
+    mask_id: int,
+    units: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Mask the `count` highest-ranked explained tokens of one example.
+    """Mask the `count` highest-ranked explained units of one example (every token of each).
 
-    input_ids, explained, scores: (T,). Ranking: already-masked explained tokens first, then explained
-    tokens by descending score (ties → earlier position), non-explained tokens never.
+    input_ids, explained, scores: (T,); units: (T,) int64 the unit of each explained token (0..n-1 in order
+    of their first token, -1 elsewhere; every token of a unit holds its unit's score), None for token units.
+    Ranking: already-masked units (every token masked) first, then units by descending score (ties → the
+    earlier unit), non-explained tokens never.
     """
-    key = np.where(explained, scores.astype(np.float64), -np.inf)
-    key[explained & (input_ids == mask_id)] = np.inf
-    order = np.argsort(-key, kind="stable")[:count]
     erased = input_ids.copy()
-    erased[order] = mask_id
+    if units is None:
+        key = np.where(explained, scores.astype(np.float64), -np.inf)
+        key[explained & (input_ids == mask_id)] = np.inf
+        erased[np.argsort(-key, kind="stable")[:count]] = mask_id
+        return erased
+    inside = units >= 0
+    # unit_of: each explained token's unit as 0..n-1 in unit order; first: each unit's first token
+    _, first, unit_of = np.unique(units[inside], return_index=True, return_inverse=True)
+    key = scores[inside][first].astype(np.float64)
+    key[np.bincount(unit_of, weights=input_ids[inside] != mask_id, minlength=len(first)) == 0] = np.inf
+    chosen = np.zeros(len(first), dtype=bool)
+    chosen[np.argsort(-key, kind="stable")[:count]] = True
+    erased[np.flatnonzero(inside)[chosen[unit_of]]] = mask_id
     return erased
+
+
+def padded_units(split: EncodedSplit, rows: np.ndarray, width: int) -> np.ndarray | None:
+    """(B, width) int64 the units of the examples `rows` of `split`, right-padded with -1 (ExplainBatch's
+    `units`); None for token units."""
+    if not split.units:
+        return None
+    units = np.full((len(rows), width), -1, dtype=np.int64)
+    for r, i in enumerate(rows):
+        units[r, : len(split.units[i])] = split.units[i]
+    return units
 
 
 def lazy_engine_chooser(
@@ -91,7 +118,8 @@ def explain_split(
     on_batch: Callable[[int], None] | None = None,
     example_ids: np.ndarray | None = None,
 ) -> list[np.ndarray]:
-    """Scores of `measure` for every sequence: batches of similar length, one explain() call each.
+    """Scores of `measure` for every sequence: batches of similar length, one explain() call each, every
+    token of a unit holding its unit's score (Measure.explain_units).
 
     example_ids: (N,) the sequences' indices in the whole split (default 0..N-1), for measures that draw
     random numbers per example.
@@ -106,8 +134,9 @@ def explain_split(
         explained = np.zeros(input_ids.shape, dtype=bool)
         for r, i in enumerate(rows):
             explained[r, : len(sequences[i])] = split.explained[i]
-        batch = ExplainBatch(input_ids, attention_mask, split.labels[rows], explained, ids[rows])
-        batch_scores = measure.explain(batch, engine)
+        units = padded_units(split, rows, input_ids.shape[1])
+        batch = ExplainBatch(input_ids, attention_mask, split.labels[rows], explained, ids[rows], units)
+        batch_scores = measure.explain_units(batch, engine)
         for r, i in enumerate(rows):
             scores[i] = np.asarray(batch_scores[r, : len(sequences[i])], dtype=np.float64)
         if on_batch is not None:
@@ -155,7 +184,7 @@ def erasure_steps(
     """
     mask_id = engine.info.mask_id
     report = on_batch or (lambda _: None)
-    lengths = [int(e.sum()) for e in split.explained]
+    lengths = split.unit_counts()
     steps_total = len(ratios) - 1
     for step in range(first_step, steps_total + 1):
         if step == steps_total:
@@ -171,10 +200,10 @@ def erasure_steps(
         else:
             scores = [np.asarray(s) for s in fixed_scores]
             report(len(split))
-        count = [int(masked_count(float(ratios[step]), n)) for n in lengths]
+        count = masked_count(float(ratios[step]), lengths)
         current = [
-            erase_top(ids, e, s, k, mask_id)
-            for ids, e, s, k in zip(current, split.explained, scores, count, strict=True)
+            erase_top(ids, e, s, int(k), mask_id, split.example_units(i))
+            for i, (ids, e, s, k) in enumerate(zip(current, split.explained, scores, count, strict=True))
         ]
         # this scoring pass serves as the next step's LOO reference from the engine's cache
         predictions = engine.logits(current).argmax(axis=1)

@@ -155,7 +155,10 @@ def explain(
             workers_record = None if pool is None else pool.record()
         save_explanations(out, explanations)
         print(f"wrote {len(explanations)} explanations ({len(encoded)} examples) to {out}")
-        about = [f"model {model} ({loaded.info.strategy}); {text_dataset.name}, {data.split} split"]
+        about = [
+            f"model {model} ({loaded.info.strategy}); {text_dataset.name}, {data.split} split; "
+            f"scores per {data.unit}"
+        ]
         if html:
             write_explanations_page(page, explanations, about)
             print(f"wrote {page}")

@@ -57,18 +57,21 @@ class ExplainBatch:
         return [groups[int(unit)] for unit in visible[np.sort(first_seen)]]
 
 
+def row_unit_totals(scores: np.ndarray, units: np.ndarray) -> np.ndarray:
+    """(T,) float64: every token of a unit given the sum of its tokens' `scores` ((T,)), 0 outside the
+    units. units: (T,) int64, -1 outside (ExplainBatch.row_units, EncodedSplit.units)."""
+    totals = np.zeros(len(scores), dtype=np.float64)
+    inside = units >= 0
+    totals[inside] = np.bincount(units[inside], weights=scores[inside])[units[inside]]
+    return totals
+
+
 def unit_totals(scores: np.ndarray, batch: ExplainBatch) -> np.ndarray:
-    """(B, T) float64: every token of a unit given the sum of its tokens' `scores` ((B, T), as a measure
-    that scores tokens returns them), 0 outside the units; `scores` itself for token units."""
+    """(B, T) float64: row_unit_totals of every row of `scores` ((B, T), as a measure that scores tokens
+    returns them); `scores` itself for token units."""
     if batch.units is None:
         return scores
-    totals = np.zeros(scores.shape, dtype=np.float64)
-    for row in range(len(scores)):
-        units = batch.row_units(row)
-        inside = units >= 0
-        sums = np.bincount(units[inside], weights=scores[row, inside])
-        totals[row, inside] = sums[units[inside]]
-    return totals
+    return np.stack([row_unit_totals(row, batch.row_units(r)) for r, row in enumerate(scores)])
 
 
 def check_positive(option: str, value: int) -> int:

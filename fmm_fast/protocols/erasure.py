@@ -66,6 +66,23 @@ def erase_top(
     return erased
 
 
+def erase_split(
+    split: EncodedSplit,
+    current: Sequence[np.ndarray],
+    scores: Sequence[np.ndarray],
+    ratio: float,
+    mask_id: int,
+) -> list[np.ndarray]:
+    """The inputs `current` of `split` ((T_i,) each) with the top floor(ratio·n) of each example's n units
+    masked, ranked by `scores` ((T_i,) each, every token of a unit holding its unit's score) as erase_top
+    ranks them: one erasure step."""
+    counts = masked_count(float(ratio), split.unit_counts())
+    return [
+        erase_top(ids, e, s, int(k), mask_id, split.example_units(i))
+        for i, (ids, e, s, k) in enumerate(zip(current, split.explained, scores, counts, strict=True))
+    ]
+
+
 def padded_units(split: EncodedSplit, rows: np.ndarray, width: int) -> np.ndarray | None:
     """(B, width) int64 the units of the examples `rows` of `split`, right-padded with -1 (ExplainBatch's
     `units`); None for token units."""
@@ -184,7 +201,6 @@ def erasure_steps(
     """
     mask_id = engine.info.mask_id
     report = on_batch or (lambda _: None)
-    lengths = split.unit_counts()
     steps_total = len(ratios) - 1
     for step in range(first_step, steps_total + 1):
         if step == steps_total:
@@ -200,11 +216,7 @@ def erasure_steps(
         else:
             scores = [np.asarray(s) for s in fixed_scores]
             report(len(split))
-        count = masked_count(float(ratios[step]), lengths)
-        current = [
-            erase_top(ids, e, s, int(k), mask_id, split.example_units(i))
-            for i, (ids, e, s, k) in enumerate(zip(current, split.explained, scores, count, strict=True))
-        ]
+        current = erase_split(split, current, scores, ratios[step], mask_id)
         # this scoring pass serves as the next step's LOO reference from the engine's cache
         predictions = engine.logits(current).argmax(axis=1)
         yield ErasureStep(step, current, predictions, fixed_scores)

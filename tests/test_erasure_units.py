@@ -18,6 +18,8 @@ from fmm_fast.data.units import check_unit
 from fmm_fast.measures.registry import measure_names
 from fmm_fast.measures.spec import resolve_measure
 from fmm_fast.protocols.aopc_metrics import peer_metrics
+from fmm_fast.protocols.cost import cost_line, erasure_passes
+from fmm_fast.protocols.curve_stats import RATIOS
 from fmm_fast.protocols.erasure import erasure_steps, explain_split
 from fmm_fast.training.models import train_tiny_tokenizer
 
@@ -184,3 +186,22 @@ def test_random_masking_and_aopc_follow_units(babi_words):
     scores = [np.where(u >= 0, u, 0).astype(float) for u in split.units]  # later words score higher
     results = peer_metrics(MaskBatchEngine(loaded.backend), split, scores)
     assert [r.n for r in results] == [int(u.max()) + 1 for u in split.units]  # k_q and LOO count words
+
+
+@pytest.mark.parametrize("unit", ["token", "word"])
+def test_the_cost_line_counts_the_loo_passes_the_engine_runs_without_its_cache(tiny_babi, unit):
+    """The planned passes are those the run asks for; with the cache off the engine runs every one of
+    them (its cache can only make fewer run)."""
+    checkpoint, _, data = tiny_babi
+    loaded = load_model(checkpoint, BackendOptions())
+    _, split = open_split(loaded, DataOptions("babi-1", **data, limit=6, unit=unit))
+    engine = MaskBatchEngine(loaded.backend, cache_rows=0)
+    for _ in erasure_steps(resolve_measure("loo-abs"), 0, split, engine, list(split.input_ids), 1, 4):
+        pass
+    measure = resolve_measure("loo-abs").build(0, 1)
+    planned = erasure_passes([measure], split, RATIOS, loaded.info.mask_id)["loo-abs"]
+    assert planned.exact and planned.backward == 0
+    assert planned.forward == engine.stats.forward_rows
+    line = cost_line("evaluate", [measure], {"loo-abs": planned}, split, (0.001, 40.0))
+    assert f"evaluate: {planned.forward:,} forward passes (loo-abs {planned.forward:,})" in line
+    assert ("--unit word or sentence" if unit == "token" else "--unit sentence") in line

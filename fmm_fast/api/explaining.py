@@ -16,7 +16,7 @@ from fmm_fast.api.inputs import (
     run_folder,
 )
 from fmm_fast.api.options import backend_arguments, data_arguments, engine_arguments, scale_arguments
-from fmm_fast.api.seed_runs import fidelity_sides
+from fmm_fast.api.seed_runs import fidelity_sides, plan_run
 from fmm_fast.backends.loading import LoadedModel, load_model
 from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.core.errors import UserError
@@ -138,6 +138,7 @@ def explain(
         loaded = load_model(model, settings.backend)
         print(f"model {model} on {loaded.backend.name}")
         text_dataset, encoded = open_split(loaded, data)
+        plan_run("explain", settings, encoded, loaded)
         explanations, seconds = [], {}
         with open_pool(scale, model, settings.backend.provider, engine.token_budget) as pool:
             for spec in settings.specs:

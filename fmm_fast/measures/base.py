@@ -74,6 +74,21 @@ def unit_totals(scores: np.ndarray, batch: ExplainBatch) -> np.ndarray:
     return np.stack([row_unit_totals(row, batch.row_units(r)) for r, row in enumerate(scores)])
 
 
+@dataclass(frozen=True)
+class PassCount:
+    """Model passes a piece of work needs: forward passes, backward passes (a forward and a backward pass
+    through the model, for gradients) and whether the count is exact (False: an upper bound)."""
+
+    forward: int = 0
+    backward: int = 0
+    exact: bool = True
+
+    def __add__(self, other: PassCount) -> PassCount:
+        return PassCount(
+            self.forward + other.forward, self.backward + other.backward, self.exact and other.exact
+        )
+
+
 def check_positive(option: str, value: int) -> int:
     """value as an int; UserError unless it is an integer ≥ 1."""
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
@@ -100,6 +115,11 @@ class Measure(ABC):
 
     @abstractmethod
     def explain(self, batch: ExplainBatch, engine: MaskBatchEngine) -> np.ndarray: ...
+
+    def planned_passes(self, units: int) -> PassCount | None:
+        """The passes explain() asks for on one example with `units` units not yet masked (its own row
+        included), for a run's cost line; None when they cannot be counted ahead."""
+        return None
 
     def explain_units(self, batch: ExplainBatch, engine: MaskBatchEngine) -> np.ndarray:
         """(B, T) float64 explain()'s scores with every token of a unit holding its unit's score: what the

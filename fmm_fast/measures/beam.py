@@ -17,7 +17,7 @@ import numpy as np
 
 from fmm_fast.backends.engine import MaskBatchEngine
 from fmm_fast.core.datatypes import unpad
-from fmm_fast.measures.base import ExplainBatch, Measure, check_positive
+from fmm_fast.measures.base import ExplainBatch, Measure, PassCount, check_positive
 
 DEFAULT_BEAM_SIZE = 10
 
@@ -128,6 +128,9 @@ class BeamSearch(Measure):
     @property
     def name(self) -> str:  # type: ignore[override]  # the beam size is part of the name
         return f"beam-sign-{self.beam_size}"
+
+    def planned_passes(self, units: int) -> PassCount:
+        return PassCount(forward=beam_forward_bound(units, self.beam_size), exact=False)  # duplicates: fewer
 
     def explain(self, batch: ExplainBatch, engine: MaskBatchEngine) -> np.ndarray:
         start = time.perf_counter()

@@ -6,7 +6,7 @@ import numpy as np
 
 from fmm_fast.backends.engine import MaskBatchEngine
 from fmm_fast.core.datatypes import unpad
-from fmm_fast.measures.base import ExplainBatch, Measure
+from fmm_fast.measures.base import ExplainBatch, Measure, PassCount
 
 
 class LeaveOneOutSign(Measure):
@@ -20,6 +20,9 @@ class LeaveOneOutSign(Measure):
     name = "loo-sign"
     signed = True
     scores_units = True
+
+    def planned_passes(self, units: int) -> PassCount:
+        return PassCount(forward=1 + units)  # the row itself (often cached) and one per unit
 
     def explain(self, batch: ExplainBatch, engine: MaskBatchEngine) -> np.ndarray:
         mask_id = engine.info.mask_id

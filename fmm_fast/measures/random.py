@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from fmm_fast.backends.engine import MaskBatchEngine
-from fmm_fast.measures.base import ExplainBatch, Measure
+from fmm_fast.measures.base import ExplainBatch, Measure, PassCount
 
 
 class RandomMeasure(Measure):
@@ -22,6 +22,9 @@ class RandomMeasure(Measure):
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed
         self.rng = np.random.default_rng(seed)
+
+    def planned_passes(self, units: int) -> PassCount:
+        return PassCount()
 
     def explain(self, batch: ExplainBatch, engine: MaskBatchEngine) -> np.ndarray:
         """(B, T) float64: U[0, 1) on explained tokens, 0 elsewhere (the engine is not used)."""

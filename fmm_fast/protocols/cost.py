@@ -131,8 +131,9 @@ def cost_line(
     seconds = rows * seconds_per * mean_length / max(probe_length, 1.0)
     bound = "" if total.exact else "at most "
     backward = f" and {total.backward:,} backward" if total.backward else ""
+    details = f" ({per_measure})" if per_measure else ""
     line = (
-        f"{command}: {bound}{total.forward:,} forward passes{backward} ({per_measure}), about "
+        f"{command}: {bound}{total.forward:,} forward passes{backward}{details}, about "
         f"{duration_text(seconds)} here"
     )
     if uncounted:

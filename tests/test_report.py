@@ -479,3 +479,17 @@ def test_html_report_is_one_self_contained_file(results: Path, tmp_path: Path, c
     assert "masked: the calibration saturates, no p-value can fall below 0.37" in capsys.readouterr().out
     assert main(["report", str(results), "--out", str(out), "--explanations", str(explained)]) == 2
     assert "add --html" in capsys.readouterr().err
+
+
+def test_runs_of_other_erasure_units_are_other_groups_named_by_their_unit(tmp_path: Path):
+    scores = {"rand": (0.0, 0.0), "loo-abs": (0.1, 0.5)}
+    write_result(tmp_path, "sst2", "masked", 0, scores, 0.9, subdir="tokens")
+    words = write_result(tmp_path, "sst2", "masked", 0, scores, 0.9, subdir="words")
+    record = json.loads(words.read_text())
+    words.write_text(json.dumps({**record, "arguments": {"data": {"dataset": "sst2", "unit": "word"}}}))
+    report = load_report([tmp_path])
+    assert [(g.unit, g.label) for g in report.groups] == [("token", "sst2"), ("word", "sst2, word units")]
+    out = tmp_path / "report"
+    write_report([tmp_path], out)
+    assert "| sst2 (n=1) | sst2, word units (n=1) |" in (out / "table.md").read_text()
+    assert (out / "curves-sst2-masked-word.png").is_file() and (out / "curves-sst2-masked.png").is_file()

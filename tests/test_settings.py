@@ -217,13 +217,16 @@ def _commands() -> dict:
 
 def test_every_command_that_opens_a_dataset_has_the_same_data_options() -> None:
     def data_flags(command) -> dict[str, tuple]:
-        fields = set(DataOptions.__dataclass_fields__) - {"split", "limit", "data_seed"}
+        fields = set(DataOptions.__dataclass_fields__) - {"split", "limit", "data_seed", "unit"}
         return {p.name: (tuple(p.opts), p.help) for p in command.params if p.name in fields}
 
     commands = _commands()
     flags = {name: data_flags(commands[name]) for name in ("train", "evaluate", "explain", "masf")}
-    assert len(flags["evaluate"]) == 8  # dataset, size, test_size, 3 fields, metric, label_map
+    assert len(flags["evaluate"]) == 9  # dataset, size, test_size, 3 fields, metric, label_map, max_length
     assert all(f == flags["evaluate"] for f in flags.values())
+    # --unit: every command that masks at a ratio; training masks tokens
+    with_unit = {name for name, command in commands.items() if any(p.name == "unit" for p in command.params)}
+    assert {"evaluate", "explain", "aopc", "roar", "check", "masf"} <= with_unit and "train" not in with_unit
     for name in ("evaluate", "explain", "masf"):
         assert {"split", "limit", "device", "provider", "token_budget"} <= {
             p.name for p in commands[name].params

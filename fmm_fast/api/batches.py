@@ -22,6 +22,7 @@ from fmm_fast.core.settings import DEFAULT_EXPLAIN_BATCH_ROWS
 from fmm_fast.core.writing import replacing
 from fmm_fast.data.blank import BLANK_REASON, is_blank
 from fmm_fast.data.tokenization import encode_texts
+from fmm_fast.data.units import DEFAULT_UNIT
 from fmm_fast.measures.base import ExplainBatch, Measure
 from fmm_fast.measures.guard import checked_scores
 from fmm_fast.measures.spec import MeasureSpec, resolve_measure
@@ -89,9 +90,11 @@ class Explanation:
     offsets: [start, end) characters of the token in its segment's text (text for segment 0, pair for
     segment 1); segments: 0, 1, or -1 for a special token. probability: the model's probability of its
     prediction. index: the example's position in the explained split. tokens_kept / tokens_total: the
-    example's tokens after / before the cut to the model's maximum length (None when not known). Lines
-    written before offsets were recorded load with empty offsets and segments (the page then shows tokens
-    only).
+    example's tokens after / before the cut to the model's maximum length (None when not known). unit:
+    the erasure unit the scores are of (token | word | sentence); units: with word or sentence units, one
+    entry per token, the unit it belongs to (0..n-1, -1 where not explained; every token of a unit holds
+    its unit's score), empty for token units. Lines written before offsets were recorded load with empty
+    offsets and segments (the page then shows tokens only).
 
     Example: `fmm_fast.explain(model, measure="loo-abs", limit=1)[0].scores` (one float per token).
     """
@@ -111,6 +114,8 @@ class Explanation:
     segments: list[int] = field(default_factory=list)
     tokens_kept: int | None = None
     tokens_total: int | None = None
+    unit: str = DEFAULT_UNIT
+    units: list[int] = field(default_factory=list)
 
 
 def explain_texts(
@@ -230,6 +235,8 @@ def to_explanations(
                 segments=located[1],
                 tokens_kept=len(ids),
                 tokens_total=encoded.tokens_total(index),
+                unit=encoded.unit,
+                units=encoded.units[index].tolist() if encoded.units else [],
             )
         )
     return explanations
@@ -287,15 +294,19 @@ EXPLANATION_LINE = {
     "segments?": [int],
     "tokens_kept?": (int, None),
     "tokens_total?": (int, None),
+    "unit?": str,
+    "units?": [int],
 }
 
 
 def _misaligned(record: dict) -> str | None:
     """What in a line of the right types does not fit together (one entry per token), or None."""
     tokens = len(record["tokens"])
-    lengths = {key: len(record.get(key, [])) for key in ("scores", "explained", "offsets", "segments")}
+    keys = ("scores", "explained", "offsets", "segments", "units")
+    lengths = {key: len(record.get(key, [])) for key in keys}
     for key, given in lengths.items():
-        if given != tokens and not (key in ("offsets", "segments") and given == 0):  # older files: none
+        # older files have no offsets and segments; token units have no units
+        if given != tokens and not (key in ("offsets", "segments", "units") and given == 0):
             return f"{key} must have one entry per token ({tokens}), not {given}"
     if any(len(span) != 2 for span in record.get("offsets", [])):
         return "offsets must be [start, end] pairs"

@@ -74,7 +74,9 @@ def check(
     started = time.perf_counter()
     with output_lock(out):  # before any model loads: a second process on this --out exits at once
         # these load Numba, SciPy and matplotlib: imported on use, so --help starts fast (and after the lock)
+        from fmm_fast.measures.base import PassCount
         from fmm_fast.protocols.check import CHECK_FILES, RUN_KIND, check_inputs, check_model, summary_lines
+        from fmm_fast.protocols.cost import cost_line, seconds_per_row
         from fmm_fast.report.plots import plot_check
 
         settings = CheckSettings(
@@ -94,6 +96,10 @@ def check(
         claim_directory(out, RUN_KIND, settings.fingerprint_fields(), overwrite, files=CHECK_FILES)
         info = loaded.info
         print(f"model {model} on {loaded.backend.name}, strategy {info.strategy}{trained_in(info)}")
+        # one pass per calibration example and per test example at every ratio
+        passes = PassCount(forward=len(inputs.calibration) + len(inputs.test) * len(settings.ratios))
+        probe = seconds_per_row(loaded.backend, inputs.test, engine.token_budget)
+        print(cost_line("check", [], {}, inputs.test, probe, passes))
         with progress_bar(1 + len(settings.ratios), "check", unit="set", quiet=quiet) as bar:
             record = check_model(loaded, settings, out, inputs, bar.update, started)
         plot_check(record, out / "check.png")

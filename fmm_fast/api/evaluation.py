@@ -22,6 +22,7 @@ from fmm_fast.api.seed_runs import (
     check_outputs,
     claim_container,
     fidelity_sides,
+    plan_run,
     print_header,
     seed_directory,
     shared_fields,
@@ -119,6 +120,7 @@ def evaluate(
         print_header(
             model, loaded, text_dataset.name, data.split, len(encoded), [s.name for s in settings.specs]
         )
+        plan_run("evaluate", settings, encoded, loaded, len(seeds))
         sides = fidelity_sides(model, loaded, settings)
         with open_pool(scale, model, settings.backend.provider, engine.token_budget) as pool:
             _evaluate_seeds(out, runs, loaded, text_dataset, encoded, mask_engine, pool, quiet, sides)

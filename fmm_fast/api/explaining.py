@@ -15,7 +15,7 @@ from fmm_fast.api.inputs import (
     run_folder,
 )
 from fmm_fast.api.options import backend_arguments, data_arguments, engine_arguments, scale_arguments
-from fmm_fast.api.seed_runs import fidelity_sides
+from fmm_fast.api.seed_runs import fidelity_sides, plan_run
 from fmm_fast.backends.loading import LoadedModel, load_model
 from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.core.errors import UserError
@@ -136,6 +136,7 @@ def explain(
         loaded = load_model(model, settings.backend)
         print(f"model {model} on {loaded.backend.name}")
         text_dataset, encoded = open_split(loaded, data)
+        plan_run("explain", settings, encoded, loaded)
         explanations, seconds = [], {}
         with open_pool(scale, model, settings.backend.provider, engine.token_budget) as pool:
             for spec in settings.specs:
@@ -153,7 +154,10 @@ def explain(
             workers_record = None if pool is None else pool.record()
         save_explanations(out, explanations)
         print(f"wrote {len(explanations)} explanations ({len(encoded)} examples) to {out}")
-        about = [f"model {model} ({loaded.info.strategy}); {text_dataset.name}, {data.split} split"]
+        about = [
+            f"model {model} ({loaded.info.strategy}); {text_dataset.name}, {data.split} split; "
+            f"scores per {data.unit}"
+        ]
         if html:
             write_explanations_page(page, explanations, about)
             print(f"wrote {page}")

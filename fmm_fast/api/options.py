@@ -16,17 +16,18 @@ from fmm_fast.core.option_groups import keyword, option_group
 from fmm_fast.core.settings import DEFAULT_EXPLAIN_BATCH_ROWS, DEFAULT_LR, EngineOptions
 from fmm_fast.data.masking import TRAINING_BATCH_SIZE
 from fmm_fast.data.options import DEFAULT_DATASET
+from fmm_fast.data.units import DEFAULT_UNIT
 from fmm_fast.distributed.runtime import ScaleOptions
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
 
 def data_arguments(
-    *, split: bool = True, limit: int | None = None, dataset_required: bool = False
+    *, split: bool = True, limit: int | None = None, dataset_required: bool = False, units: bool = True
 ) -> Decorator:
     """dataset= (a name, a file or data held in Python: api.inputs), split= and limit= (unless not split),
-    size=, test_size=, text_field=, pair_field=, label_field=, metric=, label_map=, handed over as `data:
-    DataOptions`."""
+    size=, test_size=, text_field=, pair_field=, label_field=, metric=, label_map=, max_length= and (with
+    units) unit=, handed over as `data: DataOptions`."""
     dataset = keyword(
         "dataset", DatasetLike, inspect.Parameter.empty if dataset_required else DEFAULT_DATASET
     )
@@ -39,7 +40,10 @@ def data_arguments(
         keyword("label_field", str | None, None),
         keyword("metric", str | None, None),
         keyword("label_map", str | Mapping[str, str] | None, None),
+        keyword("max_length", int | None, None),
     ]
+    if units:
+        rest.append(keyword("unit", str, DEFAULT_UNIT))
     return option_group("data", data_options, [dataset, *chosen, *rest])
 
 

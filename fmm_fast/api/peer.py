@@ -22,6 +22,7 @@ from fmm_fast.api.seed_runs import (
     check_outputs,
     claim_container,
     fidelity_sides,
+    plan_run,
     print_header,
     seed_directory,
     shared_fields,
@@ -107,6 +108,7 @@ def aopc(
         print_header(
             model, loaded, text_dataset.name, data.split, len(encoded), [s.name for s in settings.specs]
         )
+        plan_run("aopc", settings, encoded, loaded, len(seeds))
         sides = fidelity_sides(model, loaded, settings)
         progress = None if quiet else progress_bar
         for s, run in runs.items():

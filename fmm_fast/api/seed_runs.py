@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fmm_fast.backends.loading import LoadedModel, load_model
-from fmm_fast.core.datatypes import trained_in
+from fmm_fast.core.datatypes import EncodedSplit, trained_in
 from fmm_fast.core.outputs import check_directory, claim_directory
 from fmm_fast.core.settings import (
     AopcSettings,
@@ -73,6 +73,23 @@ def fidelity_sides(
     budget = settings.engine.token_budget
     fp32_side = precision_run(load_model(model, fp32), fp32, budget)
     return precision_run(loaded, settings.backend, budget), fp32_side
+
+
+def plan_run(
+    command: str,
+    settings: EvaluationSettings | AopcSettings | ExplainSettings,
+    encoded: EncodedSplit,
+    loaded: LoadedModel,
+    runs: int = 1,
+) -> str:
+    """Print and return the line with the passes `runs` runs (seeds) of `command` (evaluate | aopc |
+    explain) will ask for and their estimated time (protocols.cost), before the long part starts."""
+    from fmm_fast.protocols.cost import announce_cost  # NumPy work: not at CLI start-up
+    from fmm_fast.protocols.curve_stats import RATIOS
+
+    measures = [spec.build(settings.seed, 1) for spec in settings.specs]
+    budget = settings.engine.token_budget
+    return announce_cost(command, measures, encoded, RATIOS, loaded.backend, budget, runs)
 
 
 def print_header(

@@ -21,7 +21,7 @@ from fmm_fast.training.base_models import TINY_ROBERTA
 
 @backend_arguments(provider=False)
 @training_arguments()
-@data_arguments(split=False, dataset_required=True)
+@data_arguments(split=False, dataset_required=True, units=False)
 def train(
     data: DataOptions,
     out: str | Path | None = None,

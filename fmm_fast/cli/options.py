@@ -23,6 +23,7 @@ from fmm_fast.core.option_groups import option_group
 from fmm_fast.core.settings import DEFAULT_EXPLAIN_BATCH_ROWS, DEFAULT_LR, EngineOptions
 from fmm_fast.data.masking import TRAINING_BATCH_SIZE
 from fmm_fast.data.options import DEFAULT_DATASET, DataOptions
+from fmm_fast.data.units import DEFAULT_UNIT, UNITS
 from fmm_fast.measures.registry import OPTION_NAMES
 from fmm_fast.training.base_models import TINY_ROBERTA
 
@@ -85,11 +86,13 @@ def data_options(
     limit: int | None = None,
     dataset_required: bool = False,
     flags: bool = False,
+    units: bool = True,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """The dataset flags of every command that opens a dataset, handed to it as `data: DataOptions` (or as
     a dict of the flags: flags).
 
-    split_help None: no --split/--limit (training uses every split). limit: --limit's default.
+    split_help None: no --split/--limit (training uses every split). limit: --limit's default. units: with
+    --unit (every command that masks at a ratio; training masks tokens).
     """
     dataset = _option(
         "dataset",
@@ -177,7 +180,38 @@ def data_options(
             None,
         ),
     ]
-    return option_group("data", DataOptions.from_flags, [dataset, *chosen_split, *sizes], flags)
+    cutting = [
+        _option(
+            "max_length",
+            Annotated[
+                int | None,
+                typer.Option(
+                    "--max-length",
+                    min=4,
+                    help="Cut every example to N tokens (longest segment first; default: the model's "
+                    "maximum). Cheaper on long texts; the cut is warned about and recorded.",
+                ),
+            ],
+            None,
+        )
+    ]
+    if units:
+        cutting.append(
+            _option(
+                "unit",
+                Annotated[
+                    str,
+                    typer.Option(
+                        "--unit",
+                        help=f"What is masked together: {' | '.join(UNITS)} (words: runs of non-space "
+                        "characters; sentences: pysbd's English rules). The masking ratio counts units; "
+                        "larger units need fewer forward passes.",
+                    ),
+                ],
+                DEFAULT_UNIT,
+            )
+        )
+    return option_group("data", DataOptions.from_flags, [dataset, *chosen_split, *sizes, *cutting], flags)
 
 
 def training_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -23,7 +23,7 @@ from fmm_fast.training.base_models import MINILM, TINY_ROBERTA
 @app.command()
 @backend_options(provider=False, precision=TRAINING_PRECISION_HELP, flags=True)
 @training_options()
-@data_options(dataset_required=True, flags=True)
+@data_options(dataset_required=True, flags=True, units=False)
 def train(
     data: dict,
     out: Path = typer.Option(

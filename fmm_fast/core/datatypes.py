@@ -23,6 +23,11 @@ class EncodedSplit:
                   when the dataset records no supporting facts.
     token_totals: (N,) int64 tokens of each example before truncation to the model's maximum (T_i when
                   it was not cut); empty when unknown (a split built by hand).
+    max_length:   the length the examples were cut to (the model's maximum or a smaller --max-length); None
+                  when unknown.
+    unit:         the erasure unit (token | word | sentence, fmm_fast.data.units).
+    units[i]:     (T_i,) int64 the unit of each explained token, numbered 0..n_i-1 in order, -1 where not
+                  explained; an empty list for token units (every explained token its own unit).
     """
 
     input_ids: list[np.ndarray]
@@ -32,6 +37,9 @@ class EncodedSplit:
     texts: list[tuple[str, str | None]] = field(default_factory=list)
     supporting: list[np.ndarray] = field(default_factory=list)
     token_totals: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    max_length: int | None = None
+    unit: str = "token"
+    units: list[np.ndarray] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -49,7 +57,19 @@ class EncodedSplit:
             "examples_cut": sum(t > k for k, t in zip(kept, totals, strict=True)),
             "tokens_kept": sum(kept),
             "tokens_total": sum(totals),
+            "max_length": self.max_length,
         }
+
+    def example_units(self, i: int) -> np.ndarray | None:
+        """Example i's (T_i,) int64 units (see `units`), None for token units."""
+        return self.units[i] if self.units else None
+
+    def unit_counts(self) -> np.ndarray:
+        """(N,) int64 the units n of each example (token units: its explained tokens), what a masking ratio
+        takes its share of."""
+        if self.units:
+            return np.asarray([int(u.max(initial=-1)) + 1 for u in self.units], dtype=np.int64)
+        return np.asarray([int(e.sum()) for e in self.explained], dtype=np.int64)
 
     def subset(self, indices: np.ndarray | list[int]) -> EncodedSplit:
         idx = [int(i) for i in indices]
@@ -61,6 +81,9 @@ class EncodedSplit:
             texts=[self.texts[i] for i in idx] if self.texts else [],
             supporting=[self.supporting[i] for i in idx] if self.supporting else [],
             token_totals=self.token_totals[idx] if len(self.token_totals) else self.token_totals,
+            max_length=self.max_length,
+            unit=self.unit,
+            units=[self.units[i] for i in idx] if self.units else [],
         )
 
 

@@ -25,6 +25,7 @@ from fmm_fast.core.digest import content_id
 from fmm_fast.core.errors import UserError
 from fmm_fast.data.masking import DEFAULT_STRATEGY, TRAINING_BATCH_SIZE, check_strategy
 from fmm_fast.data.options import DataOptions
+from fmm_fast.data.units import DEFAULT_UNIT
 from fmm_fast.measures.spec import MeasureSpec, resolve_measure, resolve_measures, typed_options
 from fmm_fast.protocols.masf.reduction import DEFAULT_SPLIT_COMPONENTS, check_components
 from fmm_fast.training.base_models import TINY_ROBERTA
@@ -475,7 +476,7 @@ class RoarSettings(ResolvedMeasures, ResumableSettings):
     def training(self, seed: int) -> TrainSettings:
         """The settings of every model this run fine-tunes for `seed` (the data given to train() directly)."""
         return TrainSettings(
-            self.data,
+            self.data.select(unit=DEFAULT_UNIT),  # training masks tokens: a step-0 model of any unit
             model=self.model,
             strategy=self.strategy,
             seed=seed,

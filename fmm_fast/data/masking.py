@@ -120,19 +120,24 @@ def masked_count(ratio: float, explained_count: np.ndarray | int) -> np.ndarray:
 
 
 def mask_explained_share(encoded: EncodedSplit, ratio: float, mask_id: int, seed: int) -> list[np.ndarray]:
-    """Mask floor(float32(ratio)·n) of each example's n explained tokens, chosen uniformly at random.
+    """Mask floor(float32(ratio)·n) of each example's n explained units (encoded.units; tokens by default),
+    chosen uniformly at random, every token of a chosen unit.
 
-    Already-masked explained tokens count in n and may be chosen again. Returns (T_i,) int64 arrays;
-    the same seed gives the same masks.
+    Already-masked units count in n and may be chosen again. Returns (T_i,) int64 arrays; the same seed
+    gives the same masks (token units: the same draws as units numbered by position).
     """
     if not 0.0 <= ratio <= 1.0:
         raise UserError(f"masking ratio {ratio} is outside [0, 1]; give a fraction such as 0.5")
     rng = np.random.default_rng(seed)
     copies = []
-    for input_ids, explained in zip(encoded.input_ids, encoded.explained, strict=True):
-        positions = np.flatnonzero(explained)
-        chosen = rng.choice(positions, size=int(masked_count(ratio, len(positions))), replace=False)
+    totals = encoded.unit_counts()
+    for i, (input_ids, explained) in enumerate(zip(encoded.input_ids, encoded.explained, strict=True)):
+        units = encoded.example_units(i)
+        count = int(masked_count(ratio, totals[i]))
         copy = input_ids.copy()
-        copy[chosen] = mask_id
+        if units is None:
+            copy[rng.choice(np.flatnonzero(explained), size=count, replace=False)] = mask_id
+        else:
+            copy[np.isin(units, rng.choice(totals[i], size=count, replace=False)) & (units >= 0)] = mask_id
         copies.append(copy)
     return copies

@@ -17,10 +17,12 @@ from fmm_fast.data.labels import model_label_indices, parse_label_map
 from fmm_fast.data.local import is_local_file_name
 from fmm_fast.data.registry import check_data_sizes, is_hub_dataset
 from fmm_fast.data.tokenization import encode_split
+from fmm_fast.data.units import DEFAULT_UNIT, check_unit
 
 DEFAULT_DATASET = "movie-snippets"  # offline, small: what a command evaluates when not told
 # what an options object keeps once it has loaded its dataset (functools.cached_property's entries)
 LOADED = ("_loaded", "hub_content")
+AFTER_LOADING = {"split", "limit", "unit"}  # options that select within the loaded dataset
 
 
 @dataclass(frozen=True)
@@ -31,7 +33,8 @@ class DataOptions:
     `data_seed` draws generated bAbI sets, subsets and local-file splits; every command uses 0 so that
     training, evaluation and MaSF see the same splits (it is not the seed of a run's model or masks).
     `label_map` pairs (dataset label, model label) where the names differ; `metric` is a local file's
-    primary metric (accuracy | macro-f1; None: accuracy).
+    primary metric (accuracy | macro-f1; None: accuracy). `unit`: the erasure unit (token | word |
+    sentence, fmm_fast.data.units); `max_length`: cut every example to N tokens (None: the model's maximum).
     """
 
     dataset: str
@@ -45,9 +48,14 @@ class DataOptions:
     data_seed: int = 0
     label_map: tuple[tuple[str, str], ...] = ()
     metric: str | None = None
+    unit: str = DEFAULT_UNIT
+    max_length: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "label_map", tuple(tuple(pair) for pair in self.label_map))  # from JSON
+        check_unit(self.unit)
+        if self.max_length is not None and (isinstance(self.max_length, bool) or self.max_length < 4):
+            raise UserError(f"--max-length must be at least 4 tokens, got {self.max_length}")
         if self.limit is not None and self.limit < 1:
             raise UserError(f"--limit must be at least 1, got {self.limit}")
         check_data_sizes(self.dataset, self.size, self.test_size)  # before any work
@@ -62,6 +70,10 @@ class DataOptions:
         name: "sha256:..."}), so that a file edited between runs, or a hub dataset whose cached copy
         changed, does not resume the run of its old rows."""
         fields = json.loads(json.dumps(asdict(self)))  # tuples → lists, as a marker gives them back
+        # at their defaults they are left out: a run made before they existed still resumes
+        for name, default in (("unit", DEFAULT_UNIT), ("max_length", None)):
+            if fields[name] == default:
+                del fields[name]
         if is_local_file_name(self.dataset) and Path(self.dataset).is_file():
             fields["content"] = {self.dataset: content_id(self.dataset)}
         elif is_hub_dataset(self.dataset):
@@ -81,12 +93,11 @@ class DataOptions:
         return self._loaded
 
     def select(self, **changes: str | int | None) -> DataOptions:
-        """These options with another `split` and/or `limit` (what applies after loading), with what this
-        object loaded (and its hub content id): the same dataset, not loaded again."""
-        if not set(changes) <= {"split", "limit"}:
-            raise ValueError(
-                f"select changes split and limit only, not {sorted(set(changes) - {'split', 'limit'})}"
-            )
+        """These options with another `split`, `limit` and/or `unit` (what applies after loading), with what
+        this object loaded (and its hub content id): the same dataset, not loaded again."""
+        if not set(changes) <= AFTER_LOADING:
+            other = sorted(set(changes) - AFTER_LOADING)
+            raise ValueError(f"select changes {sorted(AFTER_LOADING)} only, not {other}")
         other = replace(self, **changes)
         other.__dict__.update({key: self.__dict__[key] for key in LOADED if key in self.__dict__})
         return other
@@ -113,7 +124,7 @@ def open_split(
     model: LoadedModel, options: DataOptions, split: str | None = None
 ) -> tuple[TextDataset, EncodedSplit]:
     """Load, match the labels to the model's by name (the split's labels become model label indices),
-    truncate to --limit and tokenize with the model's tokenizer."""
+    truncate to --limit and tokenize with the model's tokenizer (cut to --max-length, with --unit's units)."""
     dataset = options.load()
     name = split or options.split
     if name not in dataset.splits:
@@ -126,4 +137,4 @@ def open_split(
         text_split = text_split.subset(range(min(options.limit, len(text_split))))
     if len(text_split) == 0:
         raise UserError(f"split '{name}' of dataset '{dataset.name}' is empty")
-    return dataset, encode_split(model.tokenizer, text_split)
+    return dataset, encode_split(model.tokenizer, text_split, options.unit, options.max_length)

@@ -13,6 +13,8 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from fmm_fast.core.datatypes import EncodedSplit
+from fmm_fast.core.errors import UserError
+from fmm_fast.data.units import DEFAULT_UNIT, split_units
 
 if TYPE_CHECKING:
     from fmm_fast.data.base import TextSplit
@@ -24,10 +26,12 @@ def encode_texts(
     second: list[str] | None,
     labels: np.ndarray,
     supporting_spans: list[list[tuple[int, int]]] | None = None,
+    unit: str = DEFAULT_UNIT,
 ) -> EncodedSplit:
     """Tokenize (first, second) pairs; the tokenizer truncates longest-first and never pads.
 
-    token_totals of the result: each example's token count before that cut.
+    token_totals of the result: each example's token count before that cut; max_length: the cut's length.
+    unit: the erasure unit the result's `units` describe (fmm_fast.data.units; token: none needed).
 
     explained = tokens of the first segment that are not special; maskable = every non-special token.
     supporting_spans: per example, [start, end) character spans in `first`; a first-segment token is
@@ -35,7 +39,7 @@ def encode_texts(
     """
     inputs = list(zip(first, second, strict=True)) if second is not None else list(first)
     encodings = tokenizer.encode_batch(inputs)
-    input_ids, explained, maskable, supporting = [], [], [], []
+    input_ids, explained, maskable, supporting, offsets = [], [], [], [], []
     for row, encoding in enumerate(encodings):
         ids = np.asarray(encoding.ids, dtype=np.int64)
         special = np.asarray(encoding.special_tokens_mask, dtype=bool)
@@ -43,13 +47,22 @@ def encode_texts(
         input_ids.append(ids)
         explained.append(first_segment & ~special)
         maskable.append(~special)
+        offsets.append(np.asarray(encoding.offsets, dtype=np.int64).reshape(-1, 2))
         if supporting_spans is not None:
-            offsets = np.asarray(encoding.offsets, dtype=np.int64).reshape(-1, 2)
-            supporting.append(explained[-1] & overlaps_any(offsets, supporting_spans[row]))
+            supporting.append(explained[-1] & overlaps_any(offsets[-1], supporting_spans[row]))
     texts = list(zip(first, second if second is not None else [None] * len(first), strict=True))
     totals = _token_totals(tokenizer, inputs, [len(ids) for ids in input_ids])
     return EncodedSplit(
-        input_ids, explained, maskable, np.asarray(labels, dtype=np.int64), texts, supporting, totals
+        input_ids,
+        explained,
+        maskable,
+        np.asarray(labels, dtype=np.int64),
+        texts,
+        supporting,
+        totals,
+        max_length=(tokenizer.truncation or {}).get("max_length"),
+        unit=unit,
+        units=split_units(unit, first, offsets, explained),
     )
 
 
@@ -79,16 +92,36 @@ def overlaps_any(offsets: np.ndarray, spans: list[tuple[int, int]]) -> np.ndarra
     return np.any((starts < bounds[None, :, 1]) & (ends > bounds[None, :, 0]), axis=1)
 
 
-def encode_split(tokenizer: Tokenizer, split: TextSplit) -> EncodedSplit:
-    """encode_texts of a split; a warning on stderr when texts were cut to the model's maximum length."""
-    encoded = encode_texts(tokenizer, split.first, split.second, split.labels, split.supporting)
+def cut_to(tokenizer: Tokenizer, max_length: int | None) -> Tokenizer:
+    """`tokenizer`, or for a --max-length below its own maximum a copy that cuts to max_length tokens
+    (longest segment first, as the model's own cut)."""
+    if max_length is None:
+        return tokenizer
+    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 4:
+        raise UserError(f"--max-length must be an integer of at least 4 tokens, got {max_length!r}")
+    limit = (tokenizer.truncation or {}).get("max_length")
+    if limit is not None and limit <= max_length:
+        return tokenizer
+    shorter = Tokenizer.from_str(tokenizer.to_str())
+    shorter.enable_truncation(max_length=max_length, strategy="longest_first")
+    return shorter
+
+
+def encode_split(
+    tokenizer: Tokenizer, split: TextSplit, unit: str = DEFAULT_UNIT, max_length: int | None = None
+) -> EncodedSplit:
+    """encode_texts of a split, cut to the model's maximum length or the shorter `max_length` (--max-length);
+    a warning on stderr when texts were cut."""
+    cutting = cut_to(tokenizer, max_length)
+    encoded = encode_texts(cutting, split.first, split.second, split.labels, split.supporting, unit)
     cut = encoded.truncation()
     if cut["examples_cut"]:
+        whose = "the model's maximum" if cutting is tokenizer else "--max-length"
         print(
-            f"fmm-fast: warning: {cut['examples_cut']} of {cut['examples']} examples are longer than the "
-            f"model's maximum of {(tokenizer.truncation or {}).get('max_length')} tokens and were cut to it "
-            f"(tokens kept / total: {cut['tokens_kept']} / {cut['tokens_total']}); results describe the "
-            "kept tokens only, and record the cut",
+            f"fmm-fast: warning: {cut['examples_cut']} of {cut['examples']} examples are longer than "
+            f"{whose} of {encoded.max_length} tokens and were cut to it (tokens kept / total: "
+            f"{cut['tokens_kept']} / {cut['tokens_total']}); results describe the kept tokens only, and "
+            "record the cut",
             file=sys.stderr,
         )
     return encoded

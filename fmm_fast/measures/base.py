@@ -43,13 +43,53 @@ class ExplainBatch:
         return np.where(self.explained[row], np.arange(self.explained.shape[1]), -1).astype(np.int64)
 
     def visible_units(self, row: int, mask_id: int) -> list[np.ndarray]:
-        """The units of row `row` a masking measure may still mask (SPEC §10's M, by unit), in order of their
-        first token: each a (k,) int64 array of positions, ascending. A unit whose every token is already the
-        mask id is left out; masking a unit masks all its tokens. Token units: one position each."""
+        """The units of row `row` a masking measure may still mask (M of docs/method.md §10, by unit), in
+        order of their first token: each a (k,) int64 array of positions, ascending. A unit whose every
+        token is already the mask id is left out; masking a unit masks all its tokens. Token units: one
+        position each."""
         units = self.row_units(row)
         visible = units[(units >= 0) & (self.input_ids[row] != mask_id)]
+        if not len(visible):
+            return []
         first_seen = np.unique(visible, return_index=True)[1]
-        return [np.flatnonzero(units == unit) for unit in visible[np.sort(first_seen)]]
+        # group every position by unit once (a stable sort keeps positions ascending within a unit)
+        positions = np.flatnonzero(units >= 0)
+        order = positions[np.argsort(units[positions], kind="stable")]
+        ids, starts = np.unique(units[order], return_index=True)
+        groups = dict(zip(ids.tolist(), np.split(order, starts[1:]), strict=True))
+        return [groups[int(unit)] for unit in visible[np.sort(first_seen)]]
+
+
+def row_unit_totals(scores: np.ndarray, units: np.ndarray) -> np.ndarray:
+    """(T,) float64: every token of a unit given the sum of its tokens' `scores` ((T,)), 0 outside the
+    units. units: (T,) int64, -1 outside (ExplainBatch.row_units, EncodedSplit.units)."""
+    totals = np.zeros(len(scores), dtype=np.float64)
+    inside = units >= 0
+    totals[inside] = np.bincount(units[inside], weights=scores[inside])[units[inside]]
+    return totals
+
+
+def unit_totals(scores: np.ndarray, batch: ExplainBatch) -> np.ndarray:
+    """(B, T) float64: row_unit_totals of every row of `scores` ((B, T), as a measure that scores tokens
+    returns them); `scores` itself for token units."""
+    if batch.units is None:
+        return scores
+    return np.stack([row_unit_totals(row, batch.row_units(r)) for r, row in enumerate(scores)])
+
+
+@dataclass(frozen=True)
+class PassCount:
+    """Model passes a piece of work needs: forward passes, backward passes (a forward and a backward pass
+    through the model, for gradients) and whether the count is exact (False: an upper bound)."""
+
+    forward: int = 0
+    backward: int = 0
+    exact: bool = True
+
+    def __add__(self, other: PassCount) -> PassCount:
+        return PassCount(
+            self.forward + other.forward, self.backward + other.backward, self.exact and other.exact
+        )
 
 
 def check_positive(option: str, value: int) -> int:
@@ -89,3 +129,13 @@ class Measure(ABC):
 
     @abstractmethod
     def explain(self, batch: ExplainBatch, engine: MaskBatchEngine) -> np.ndarray: ...
+
+    def planned_passes(self, units: int) -> PassCount | None:
+        """The passes explain() asks for on one example with `units` units not yet masked (its own row
+        included), for a run's cost line; None when they cannot be counted ahead."""
+        return None
+
+    def unit_scores(self, scores: np.ndarray, batch: ExplainBatch) -> np.ndarray:
+        """(B, T) float64 explain()'s `scores` with every token of a unit holding its unit's score: what the
+        protocols rank units by. A measure that scores tokens gives a unit the sum of its tokens' scores."""
+        return scores if self.scores_units else unit_totals(scores, batch)

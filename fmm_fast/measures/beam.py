@@ -17,13 +17,13 @@ import numpy as np
 
 from fmm_fast.backends.engine import MaskBatchEngine
 from fmm_fast.core.datatypes import unpad
-from fmm_fast.measures.base import ExplainBatch, Measure, check_positive
+from fmm_fast.measures.base import ExplainBatch, Measure, PassCount, check_positive
 
 DEFAULT_BEAM_SIZE = 10
 
 
 def beam_forward_bound(n: int, beam_size: int) -> int:
-    """Upper bound on forward passes for one example with n maskable tokens: 1 + B·n(n+1)/2 (0 if n = 0)."""
+    """Upper bound on forward passes for one example with n maskable units: 1 + B·n(n+1)/2 (0 if n = 0)."""
     return 0 if n == 0 else 1 + beam_size * n * (n + 1) // 2
 
 
@@ -45,12 +45,12 @@ class BeamStats:
 
 @dataclass
 class _RowBeam:
-    """One example's beam. Candidates are rows of `masked` (b, n) bool over the maskable tokens
-    (local index i ↔ position positions[i]); `orders` (b, k) int64 local indices in removal order;
+    """One example's beam. Candidates are rows of `masked` (b, n) bool over the maskable units (local index
+    i ↔ the tokens positions[unit_of == i]); `orders` (b, k) int64 local indices in removal order;
     `scores` (b,) float64, best first."""
 
     sequence: np.ndarray  # (T_r,) int64, unpadded
-    positions: np.ndarray  # (n,) int64, maskable positions in order
+    units: list[np.ndarray]  # the n maskable units in order, each its (k_i,) positions (token units: one)
     label: int
     mask_id: int
     y0: float = 0.0
@@ -62,15 +62,20 @@ class _RowBeam:
     _parent: np.ndarray = field(init=False)
     _token: np.ndarray = field(init=False)
     _children: np.ndarray = field(init=False)
+    positions: np.ndarray = field(init=False)  # (K,) int64 the positions of every unit's tokens
+    unit_of: np.ndarray = field(init=False)  # (K,) int64 the local unit of each of those positions
 
     def __post_init__(self) -> None:
-        self.masked = np.zeros((1, len(self.positions)), dtype=bool)
+        sizes = [len(unit) for unit in self.units]
+        self.positions = np.concatenate(self.units) if self.units else np.empty(0, dtype=np.int64)
+        self.unit_of = np.repeat(np.arange(len(self.units)), sizes)
+        self.masked = np.zeros((1, len(self.units)), dtype=bool)
         self.orders = np.zeros((1, 0), dtype=np.int64)
         self.scores = np.zeros(1, dtype=np.float64)
 
     @property
     def n(self) -> int:
-        return len(self.positions)
+        return len(self.units)
 
     def expand(self) -> np.ndarray:
         """Make the de-duplicated children of the current beam; returns their sequences (m, T_r) int64."""
@@ -85,7 +90,7 @@ class _RowBeam:
         self.kept_children += len(keep)
         self._parent, self._token, self._children = parent[keep], token[keep], children[keep]
         full = np.zeros((len(keep), len(self.sequence)), dtype=bool)
-        full[:, self.positions] = self._children
+        full[:, self.positions] = self._children[:, self.unit_of]
         return np.where(full, self.mask_id, self.sequence[None, :])
 
     def crop(self, child_logits: np.ndarray, beam_size: int) -> None:
@@ -97,9 +102,12 @@ class _RowBeam:
         self.scores = scores[best]
 
     def ranking(self) -> np.ndarray:
-        """(T_r,) float64: the final order's first removed token scores n, the last 1, others 0."""
+        """(T_r,) float64: the final order's first removed unit scores n on each of its tokens, the last 1,
+        others 0."""
+        unit_scores = np.zeros(self.n, dtype=np.float64)
+        unit_scores[self.orders[0]] = np.arange(self.n, 0, -1)
         scores = np.zeros(len(self.sequence), dtype=np.float64)
-        scores[self.positions[self.orders[0]]] = np.arange(self.n, 0, -1)
+        scores[self.positions] = unit_scores[self.unit_of]
         return scores
 
 
@@ -111,6 +119,7 @@ class BeamSearch(Measure):
 
     signed = True
     recursive = False
+    scores_units = True
 
     def __init__(self, beam_size: int = DEFAULT_BEAM_SIZE) -> None:
         self.beam_size = check_positive("beam_size", beam_size)
@@ -120,15 +129,18 @@ class BeamSearch(Measure):
     def name(self) -> str:  # type: ignore[override]  # the beam size is part of the name
         return f"beam-sign-{self.beam_size}"
 
+    def planned_passes(self, units: int) -> PassCount:
+        return PassCount(forward=beam_forward_bound(units, self.beam_size), exact=False)  # duplicates: fewer
+
     def explain(self, batch: ExplainBatch, engine: MaskBatchEngine) -> np.ndarray:
         start = time.perf_counter()
         mask_id = engine.info.mask_id
-        rows = []
-        for sequence, explained, label in zip(
-            unpad(batch.input_ids, batch.attention_mask), batch.explained, batch.labels, strict=True
-        ):
-            positions = np.flatnonzero(explained[: len(sequence)] & (sequence != mask_id))
-            rows.append(_RowBeam(sequence, positions, int(label), mask_id))
+        rows = [
+            _RowBeam(sequence, batch.visible_units(row, mask_id), int(label), mask_id)
+            for row, (sequence, label) in enumerate(
+                zip(unpad(batch.input_ids, batch.attention_mask), batch.labels, strict=True)
+            )
+        ]
         stats = BeamStats(
             maskable=np.array([row.n for row in rows], dtype=np.int64),
             forward_passes=np.zeros(len(rows), dtype=np.int64),

@@ -17,7 +17,7 @@ import numpy as np
 from fmm_fast.backends.base import GradientBackend
 from fmm_fast.backends.engine import MaskBatchEngine
 from fmm_fast.core.errors import UserError
-from fmm_fast.measures.base import ExplainBatch, Measure, check_positive
+from fmm_fast.measures.base import ExplainBatch, Measure, PassCount, check_positive
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -106,6 +106,9 @@ class GradientMeasure(Measure):
     @abstractmethod
     def reduce(self, gradients: Tensor, token_ids: Tensor, embedding: Tensor) -> Tensor:
         """gradients (N, E) float64, token_ids (N,) int64 of the explained tokens; W (V, E) -> (N,) scores."""
+
+    def planned_passes(self, units: int) -> PassCount:
+        return PassCount(backward=len(self.path()[0]))  # one per point of the path, whatever the units
 
     def explain(self, batch: ExplainBatch, engine: MaskBatchEngine) -> np.ndarray:
         import torch

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from fmm_fast.backends.engine import MaskBatchEngine
-from fmm_fast.measures.base import ExplainBatch, Measure
+from fmm_fast.measures.base import ExplainBatch, Measure, PassCount
 
 
 class RandomMeasure(Measure):
@@ -17,10 +17,14 @@ class RandomMeasure(Measure):
 
     name = "rand"
     signed = False
+    scores_units = True  # one draw per unit: a sum over a unit's tokens would favour long units
 
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed
         self.rng = np.random.default_rng(seed)
+
+    def planned_passes(self, units: int) -> PassCount:
+        return PassCount()
 
     def explain(self, batch: ExplainBatch, engine: MaskBatchEngine) -> np.ndarray:
         """(B, T) float64: U[0, 1) on explained tokens, 0 elsewhere (the engine is not used)."""
@@ -31,4 +35,10 @@ class RandomMeasure(Measure):
             scores = np.stack(
                 [np.random.default_rng([self.seed, int(i)]).random(width) for i in batch.example_ids]
             )
+        if batch.units is not None:  # one draw per unit: the draw at its first token (token units: each's)
+            for row in range(len(scores)):
+                units = batch.row_units(row)
+                inside = units >= 0
+                _, first, unit_of = np.unique(units[inside], return_index=True, return_inverse=True)
+                scores[row, inside] = scores[row, np.flatnonzero(inside)[first]][unit_of]
         return np.where(batch.explained, scores, 0.0)

@@ -31,7 +31,7 @@ from fmm_fast.core.records import split_run_header, versions, write_record
 from fmm_fast.core.settings import AopcSettings
 from fmm_fast.core.writing import replacing
 from fmm_fast.data.base import TextDataset
-from fmm_fast.measures.base import Measure
+from fmm_fast.measures.base import Measure, row_unit_totals
 from fmm_fast.measures.external import ExternalExplanation
 from fmm_fast.measures.spec import MeasureSpec
 from fmm_fast.protocols.aopc_metrics import THRESHOLDS, PeerScores, peer_metrics
@@ -109,6 +109,15 @@ def fixed_ranking(
     return scores, bool(measure.signed)
 
 
+def external_unit_scores(scores: Sequence[np.ndarray], split: EncodedSplit) -> list[np.ndarray]:
+    """An explanation file's per-token scores with every token of a unit of `split` holding the sum of its
+    unit's tokens' scores (as a built-in measure that scores tokens); the scores as given for token units."""
+    return [
+        np.asarray(row) if split.example_units(i) is None else row_unit_totals(row, split.example_units(i))
+        for i, row in enumerate(scores)
+    ]
+
+
 def run_peer_evaluation(
     loaded: LoadedModel,
     dataset: TextDataset,
@@ -150,7 +159,7 @@ def run_peer_evaluation(
             scores, signed = fixed_ranking(specs[name], settings.seed, engine_for, split, rows, advance)
             about = {"signed": signed, "source": specs[name].source.record()}
         else:
-            scores = fixed.scores
+            scores = external_unit_scores(fixed.scores, split)
             about = {"signed": fixed.signed, "source": str(fixed.path)}
             if advance is not None:
                 advance(len(split))

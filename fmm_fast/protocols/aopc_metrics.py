@@ -21,7 +21,7 @@ from fmm_fast.backends.base import Backend
 from fmm_fast.backends.engine import MaskBatchEngine
 from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.data.masking import masked_count
-from fmm_fast.measures.ranking import top_k_positions
+from fmm_fast.measures.ranking import UnitRanking
 from fmm_fast.protocols.curve_stats import RATIOS
 
 # q = 0.1, 0.2, ..., 1.0 held as integer tenths, so that k_q is computed without float rounding.
@@ -130,28 +130,31 @@ def example_variants(
     scores: np.ndarray,
     mask_id: int,
     ratios: Sequence[float],
-) -> list[np.ndarray]:
-    """Every masked variant one example needs, in a fixed layout (see `PeerLayout`).
+    units: np.ndarray | None = None,
+) -> tuple[list[np.ndarray], UnitRanking]:
+    """Every masked variant one example needs, in a fixed layout (see `PeerLayout`), and the ranking of its
+    explained units they follow.
 
-    input_ids, explained, scores: (T,). Returns 1 + 10 + 10 + R + n arrays of shape (T,): x, x with the
-    top-k_q explained tokens masked (q = 0.1..1), x with every explained token masked but the top-k_q,
-    x with the top floor(r·n) masked (docs/method.md §4's count) per ratio r, x with explained token i masked.
+    input_ids, explained, scores: (T,); units: (T,) the example's units (EncodedSplit.units), None for
+    token units. Returns 1 + 10 + 10 + R + n arrays of shape (T,): x, x with the top-k_q explained units
+    masked (q = 0.1..1), x with every explained unit masked but the top-k_q, x with the top floor(r·n)
+    masked (docs/method.md §4's count) per ratio r, x with explained unit i masked.
     With n = 0 the threshold rows are x itself (their values are reported as nan).
     """
-    order = top_k_positions(scores, explained, len(input_ids))
-    n = len(order)
-    positions = np.flatnonzero(explained)
+    ranking = UnitRanking.of(scores, explained, units)
+    n = ranking.n
     fully_masked = input_ids.copy()
-    fully_masked[positions] = mask_id
+    fully_masked[ranking.positions] = mask_id
 
     def masked_top(k: int) -> np.ndarray:
         row = input_ids.copy()
-        row[order[:k]] = mask_id
+        row[ranking.top(k)] = mask_id
         return row
 
     def kept_top(k: int) -> np.ndarray:
         row = fully_masked.copy()
-        row[order[:k]] = input_ids[order[:k]]
+        kept = ranking.top(k)
+        row[kept] = input_ids[kept]
         return row
 
     counts = top_counts(n) if n else np.zeros(len(THRESHOLDS), dtype=np.int64)
@@ -159,18 +162,19 @@ def example_variants(
     rows += [masked_top(k) if n else input_ids.copy() for k in counts]
     rows += [kept_top(k) if n else input_ids.copy() for k in counts]
     rows += [masked_top(int(masked_count(r, n))) for r in ratios]
-    for position in positions:
+    for unit in range(n):
         row = input_ids.copy()
-        row[position] = mask_id
+        row[ranking.members(unit)] = mask_id
         rows.append(row)
-    return rows
+    return rows, ranking
 
 
 def peer_scores_from_logits(
-    logits: np.ndarray, explained: np.ndarray, scores: np.ndarray, label: int, n_ratios: int
+    logits: np.ndarray, unit_scores: np.ndarray, label: int, n_ratios: int
 ) -> PeerScores:
-    """Read one example's method.md §8 values from the logits of its `example_variants` rows: (rows, C)."""
-    n = int(np.count_nonzero(explained))
+    """Read one example's method.md §8 values from the logits of its `example_variants` rows: (rows, C);
+    unit_scores: (n,) its explained units' scores (UnitRanking.unit_scores)."""
+    n = len(unit_scores)
     probabilities = softmax(logits)[:, label]
     full = float(probabilities[0])
     thresholds = len(THRESHOLDS)
@@ -181,7 +185,7 @@ def peer_scores_from_logits(
     loo_drops = full - probabilities[curve_start + n_ratios :]
     if n == 0:
         comprehensiveness = sufficiency = np.full(thresholds, np.nan)
-    tau, undefined = kendall_tau_b(np.asarray(scores, dtype=np.float64)[np.flatnonzero(explained)], loo_drops)
+    tau, undefined = kendall_tau_b(np.asarray(unit_scores, dtype=np.float64), loo_drops)
     return PeerScores(
         n=n,
         label=int(label),
@@ -203,7 +207,8 @@ def peer_metrics(
     chunk_examples: int = DEFAULT_CHUNK_EXAMPLES,
     on_chunk: Callable[[int], None] | None = None,
 ) -> list[PeerScores]:
-    """docs/method.md §8 values of every example of `split` under fixed per-token `scores` ((T_i,) each).
+    """docs/method.md §8 values of every example of `split` under fixed per-token `scores` ((T_i,) each;
+    with units other than tokens, every token of a unit holds its unit's score), by `split`'s units.
 
     Examples go to the engine `chunk_examples` at a time, each with all of its variants in that one
     request. ratios: the erasure-curve ratios whose predictions to record (empty: no curve rows).
@@ -215,17 +220,18 @@ def peer_metrics(
     for start in range(0, len(split), chunk_examples):
         indices = range(start, min(start + chunk_examples, len(split)))
         variants = [
-            example_variants(split.input_ids[i], split.explained[i], scores[i], mask_id, ratios)
+            example_variants(
+                split.input_ids[i], split.explained[i], scores[i], mask_id, ratios, split.example_units(i)
+            )
             for i in indices
         ]
-        logits = engine.logits([row for rows in variants for row in rows])
+        logits = engine.logits([row for rows, _ in variants for row in rows])
         offset = 0
-        for i, rows in zip(indices, variants, strict=True):
+        for i, (rows, ranking) in zip(indices, variants, strict=True):
             results.append(
                 peer_scores_from_logits(
                     logits[offset : offset + len(rows)],
-                    split.explained[i],
-                    scores[i],
+                    ranking.unit_scores,
                     int(split.labels[i]),
                     len(ratios),
                 )

@@ -36,19 +36,63 @@ RUN_KIND = "evaluate"  # the run marker's kind and the record's
 
 
 def erase_top(
-    input_ids: np.ndarray, explained: np.ndarray, scores: np.ndarray, count: int, mask_id: int
+    input_ids: np.ndarray,
+    explained: np.ndarray,
+    scores: np.ndarray,
+    count: int,
+    mask_id: int,
+    units: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Mask the `count` highest-ranked explained tokens of one example.
+    """Mask the `count` highest-ranked explained units of one example (every token of each).
 
-    input_ids, explained, scores: (T,). Ranking: already-masked explained tokens first, then explained
-    tokens by descending score (ties → earlier position), non-explained tokens never.
+    input_ids, explained, scores: (T,); units: (T,) int64 the unit of each explained token (0..n-1 in order
+    of their first token, -1 elsewhere; every token of a unit holds its unit's score), None for token units.
+    Ranking: already-masked units (every token masked) first, then units by descending score (ties → the
+    earlier unit), non-explained tokens never.
     """
-    key = np.where(explained, scores.astype(np.float64), -np.inf)
-    key[explained & (input_ids == mask_id)] = np.inf
-    order = np.argsort(-key, kind="stable")[:count]
     erased = input_ids.copy()
-    erased[order] = mask_id
+    if units is None:
+        key = np.where(explained, scores.astype(np.float64), -np.inf)
+        key[explained & (input_ids == mask_id)] = np.inf
+        erased[np.argsort(-key, kind="stable")[:count]] = mask_id
+        return erased
+    inside = units >= 0
+    # unit_of: each explained token's unit as 0..n-1 in unit order; first: each unit's first token
+    _, first, unit_of = np.unique(units[inside], return_index=True, return_inverse=True)
+    key = scores[inside][first].astype(np.float64)
+    key[np.bincount(unit_of, weights=input_ids[inside] != mask_id, minlength=len(first)) == 0] = np.inf
+    chosen = np.zeros(len(first), dtype=bool)
+    chosen[np.argsort(-key, kind="stable")[:count]] = True
+    erased[np.flatnonzero(inside)[chosen[unit_of]]] = mask_id
     return erased
+
+
+def erase_split(
+    split: EncodedSplit,
+    current: Sequence[np.ndarray],
+    scores: Sequence[np.ndarray],
+    ratio: float,
+    mask_id: int,
+) -> list[np.ndarray]:
+    """The inputs `current` of `split` ((T_i,) each) with the top floor(ratio·n) of each example's n units
+    masked, ranked by `scores` ((T_i,) each, every token of a unit holding its unit's score) as erase_top
+    ranks them: one erasure step."""
+    counts = masked_count(float(ratio), split.unit_counts())
+    return [
+        erase_top(ids, e, s, int(k), mask_id, split.example_units(i))
+        for i, (ids, e, s, k) in enumerate(zip(current, split.explained, scores, counts, strict=True))
+    ]
+
+
+def padded_units(split: EncodedSplit, rows: np.ndarray, width: int) -> np.ndarray | None:
+    """(B, width) int64 the units of the examples `rows` of `split`, right-padded with -1 (ExplainBatch's
+    `units`); None for token units."""
+    if not split.units:
+        return None
+    units = np.full((len(rows), width), -1, dtype=np.int64)
+    for r, i in enumerate(rows):
+        units[r, : len(split.units[i])] = split.units[i]
+    return units
 
 
 def lazy_engine_chooser(
@@ -92,7 +136,8 @@ def explain_split(
     on_batch: Callable[[int], None] | None = None,
     example_ids: np.ndarray | None = None,
 ) -> list[np.ndarray]:
-    """Scores of `measure` for every sequence: batches of similar length, one explain() call each.
+    """Scores of `measure` for every sequence: batches of similar length, one explain() call each, every
+    token of a unit holding its unit's score (Measure.unit_scores).
 
     example_ids: (N,) the sequences' indices in the whole split (default 0..N-1), for measures that draw
     random numbers per example.
@@ -107,8 +152,9 @@ def explain_split(
         explained = np.zeros(input_ids.shape, dtype=bool)
         for r, i in enumerate(rows):
             explained[r, : len(sequences[i])] = split.explained[i]
-        batch = ExplainBatch(input_ids, attention_mask, split.labels[rows], explained, ids[rows])
-        batch_scores = checked_scores(measure, batch, engine)
+        units = padded_units(split, rows, input_ids.shape[1])
+        batch = ExplainBatch(input_ids, attention_mask, split.labels[rows], explained, ids[rows], units)
+        batch_scores = measure.unit_scores(checked_scores(measure, batch, engine), batch)
         for r, i in enumerate(rows):
             scores[i] = np.asarray(batch_scores[r, : len(sequences[i])], dtype=np.float64)
         if on_batch is not None:
@@ -156,7 +202,6 @@ def erasure_steps(
     """
     mask_id = engine.info.mask_id
     report = on_batch or (lambda _: None)
-    lengths = [int(e.sum()) for e in split.explained]
     steps_total = len(ratios) - 1
     for step in range(first_step, steps_total + 1):
         if step == steps_total:
@@ -172,11 +217,7 @@ def erasure_steps(
         else:
             scores = [np.asarray(s) for s in fixed_scores]
             report(len(split))
-        count = [int(masked_count(float(ratios[step]), n)) for n in lengths]
-        current = [
-            erase_top(ids, e, s, k, mask_id)
-            for ids, e, s, k in zip(current, split.explained, scores, count, strict=True)
-        ]
+        current = erase_split(split, current, scores, ratios[step], mask_id)
         # this scoring pass serves as the next step's LOO reference from the engine's cache
         predictions = engine.logits(current).argmax(axis=1)
         yield ErasureStep(step, current, predictions, fixed_scores)

@@ -39,14 +39,19 @@ from fmm_fast.backends.loading import LoadedModel
 from fmm_fast.backends.options import BackendOptions
 from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.core.metrics import METRICS
-from fmm_fast.data.masking import masked_count
 from fmm_fast.measures.base import Measure
 from fmm_fast.measures.external import ExternalExplanation
 from fmm_fast.measures.spec import BASELINE, MeasureSpec
 from fmm_fast.protocols.aopc import SUMMARIES, fixed_ranking
 from fmm_fast.protocols.aopc_metrics import peer_metrics
 from fmm_fast.protocols.curve_stats import RATIOS, acu_racu_against_baseline, format_ci
-from fmm_fast.protocols.erasure import engine_chooser, erase_top, erasure_steps, explain_split, fully_masked
+from fmm_fast.protocols.erasure import (
+    engine_chooser,
+    erase_split,
+    erasure_steps,
+    explain_split,
+    fully_masked,
+)
 from fmm_fast.protocols.masf.statistic import IN_DISTRIBUTION_LEVEL
 
 BOOTSTRAP_RESAMPLES = 1000
@@ -294,16 +299,9 @@ def peer_fidelity(
 def ranking_masks(
     examples: EncodedSplit, scores: Sequence[np.ndarray], mask_id: int
 ) -> list[list[np.ndarray]]:
-    """Per ratio r_j (j = 1..K-1), every example with its floor(r_j·n) top-ranked explained tokens by
+    """Per ratio r_j (j = 1..K-1), every example with its floor(r_j·n) top-ranked explained units by
     `scores` ((T_i,) each) masked: a one-shot erasure by that ranking."""
-    lengths = [int(e.sum()) for e in examples.explained]
-    return [
-        [
-            erase_top(x, e, s, int(masked_count(float(ratio), n)), mask_id)
-            for x, e, s, n in zip(examples.input_ids, examples.explained, scores, lengths, strict=True)
-        ]
-        for ratio in RATIOS[1:-1]
-    ]
+    return [erase_split(examples, examples.input_ids, scores, ratio, mask_id) for ratio in RATIOS[1:-1]]
 
 
 def ranking_fidelity(

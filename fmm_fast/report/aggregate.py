@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from fmm_fast.core.errors import UserError
+from fmm_fast.data.units import DEFAULT_UNIT, UNITS
 from fmm_fast.protocols.curve_stats import (
     BABI_CONVERGENCE_THRESHOLD,
     bootstrap_ci,
@@ -98,6 +99,12 @@ class GroupReport:
     measures: dict[str, MeasureReport]  # canonical order
     files: list[Path]
     machines: dict[str, int]  # where the kept runs computed (load.machine_text) -> how many runs
+    unit: str = DEFAULT_UNIT  # the erasure unit its runs masked (runs of other units: other groups)
+
+    @property
+    def label(self) -> str:
+        """The dataset as tables and plots name the group: with its unit unless tokens."""
+        return self.dataset if self.unit == DEFAULT_UNIT else f"{self.dataset}, {self.unit} units"
 
 
 @dataclass(frozen=True)
@@ -205,16 +212,16 @@ def _representative_run(seed_results: Sequence[EvaluationResult]) -> EvaluationR
 def aggregate(
     results: Sequence[EvaluationResult], ignored: Sequence[Path] = (), drop_unconverged: bool = True
 ) -> Report:
-    """Group results by (dataset, strategy), drop non-converged seeds, aggregate each measure.
+    """Group results by (dataset, strategy, erasure unit), drop non-converged seeds, aggregate each measure.
 
     ignored: result.json files of other commands, only listed in the report.
     drop_unconverged=False keeps every seed (to plot what one evaluation run produced).
     """
-    by_group: dict[tuple[str, str], list[EvaluationResult]] = defaultdict(list)
+    by_group: dict[tuple[str, str, str], list[EvaluationResult]] = defaultdict(list)
     for result in sorted(results, key=lambda r: r.path):
-        by_group[(result.dataset, result.strategy)].append(result)
+        by_group[(result.dataset, result.strategy, result.unit)].append(result)
     groups, dropped = [], []
-    for (dataset, strategy), group_results in by_group.items():
+    for (dataset, strategy, unit), group_results in by_group.items():
         check_consistent(group_results)
         runs_by_seed: dict[int, list[EvaluationResult]] = defaultdict(list)
         for result in group_results:
@@ -251,9 +258,10 @@ def aggregate(
                 measures={name: _measure_report(name, kept) for name in names},
                 files=[r.path for rs in kept.values() for r in rs],
                 machines=dict(Counter(r.machine for rs in kept.values() for r in rs).most_common()),
+                unit=unit,
             )
         )
-    groups.sort(key=lambda g: (strategy_sort_key(g.strategy), g.dataset))
+    groups.sort(key=lambda g: (strategy_sort_key(g.strategy), g.dataset, UNITS.index(g.unit)))
     return Report(groups, dropped, files=sorted(r.path for r in results), ignored=list(ignored))
 
 

@@ -16,6 +16,7 @@ import numpy as np
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.records import read_record
 from fmm_fast.data.local import display_name
+from fmm_fast.data.units import DEFAULT_UNIT, UNITS
 from fmm_fast.protocols.curve_stats import acu_racu_against_baseline
 from fmm_fast.report.identity import distinct_evaluations, distinct_roar
 from fmm_fast.report.order import BASELINE_MEASURE, measure_sort_key
@@ -58,6 +59,7 @@ class EvaluationResult:
     measures: dict[str, MeasureRun]
     n_examples: int
     machine: str = NOT_RECORDED  # where the run computed (machine_text)
+    unit: str = DEFAULT_UNIT  # the erasure unit (records made before units: tokens)
 
     @property
     def unmasked(self) -> float:
@@ -254,7 +256,18 @@ def _parse_result(path: Path, data: object) -> EvaluationResult:
         measures=measures,
         n_examples=n_examples,
         machine=machine_text(data.get("machine")),
+        unit=recorded_unit(data),
     )
+
+
+def recorded_unit(record: dict) -> str:
+    """The erasure unit a run record's arguments name (token when they name none: older records)."""
+    arguments = record.get("arguments")
+    data = arguments.get("data") if isinstance(arguments, dict) else None
+    unit = data.get("unit", DEFAULT_UNIT) if isinstance(data, dict) else DEFAULT_UNIT
+    if unit not in UNITS:
+        raise _MalformedResult(f"arguments.data.unit must be one of {', '.join(UNITS)}")
+    return unit
 
 
 def machine_text(machine: object) -> str:

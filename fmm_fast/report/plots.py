@@ -44,7 +44,7 @@ def curves_figure(group: GroupReport) -> Figure:
         for measure, color in zip(group.measures.values(), colors, strict=True)
     ]
     _finish(axes, group.metric, group.majority_baseline, any(bands))
-    axes.set_title(f"{group.dataset}, {group.strategy} ({group.split} split)")
+    axes.set_title(f"{group.label}, {group.strategy} ({group.split} split)")
     return figure
 
 

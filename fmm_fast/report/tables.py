@@ -48,7 +48,7 @@ def _score_table(report: Report, strategy: str) -> tuple[list[str], list[list[st
     """Header and rows of the measures × datasets table of one strategy (shared by .md and .tex)."""
     groups = [g for g in report.groups if g.strategy == strategy]
     names = sorted({name for g in groups for name in g.measures}, key=measure_sort_key)
-    header = ["Measure", "Score"] + [f"{g.dataset} (n={len(g.seeds)})" for g in groups]
+    header = ["Measure", "Score"] + [f"{g.label} (n={len(g.seeds)})" for g in groups]
     rows = []
     for name in names:
         measure_of = [g.measures.get(name) for g in groups]
@@ -116,7 +116,7 @@ def render_performance_markdown(report: Report) -> str:
     rows = [
         [
             g.strategy,
-            g.dataset,
+            g.label,
             g.metric,
             str(len(g.seeds)),
             g.unmasked.formatted(),
@@ -149,7 +149,7 @@ def render_timing_markdown(report: Report) -> str:
     rows = [
         [
             g.strategy,
-            g.dataset,
+            g.label,
             m.name,
             str(len(m.seeds)),
             f"{np.mean(m.seconds):.1f}",

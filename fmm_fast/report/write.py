@@ -16,6 +16,7 @@ from fmm_fast import __version__
 from fmm_fast.core.outputs import claim_directory, finish_run
 from fmm_fast.core.records import ensure_writable, write_record
 from fmm_fast.core.writing import write_text
+from fmm_fast.data.units import DEFAULT_UNIT
 from fmm_fast.report.aggregate import CurveScores, Estimate, GroupReport, Report, aggregate
 from fmm_fast.report.check import CHECK_TABLE, load_checks, render_check_markdown
 from fmm_fast.report.load import read_results
@@ -109,6 +110,7 @@ def report_to_dict(report: Report) -> dict:
             {
                 "dataset": g.dataset,
                 "strategy": g.strategy,
+                "unit": g.unit,
                 "split": g.split,
                 "metric": g.metric,
                 "ratios": _json_numbers(g.ratios),
@@ -189,7 +191,8 @@ TABLES = {
 
 
 def figure_name(group: GroupReport) -> str:
-    return f"curves-{_file_stem(group.dataset, group.strategy)}.png"
+    units = () if group.unit == DEFAULT_UNIT else (group.unit,)  # token units: the names of before units
+    return f"curves-{_file_stem(group.dataset, group.strategy, *units)}.png"
 
 
 def roar_figures(roar: RoarReport) -> list[tuple[RoarGroup, str, str]]:

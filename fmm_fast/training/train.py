@@ -367,7 +367,11 @@ def start_run(
 def training_data(run: TrainingRun, encoded: dict[str, EncodedSplit] | None) -> TrainingData:
     """The splits (tokenized here unless given) and the validation sets model selection scores."""
     if encoded is None:
-        encoded = {name: encode_split(run.tokenizer, split) for name, split in run.dataset.splits.items()}
+        data = run.settings.data
+        encoded = {
+            name: encode_split(run.tokenizer, split, max_length=data.max_length)
+            for name, split in run.dataset.splits.items()
+        }
     seed, mask_id = run.settings.seed, run.info.mask_id
     num_labels = len(run.dataset.label_names)
     validation_split = encoded["validation"]

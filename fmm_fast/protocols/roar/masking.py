@@ -2,8 +2,9 @@
 
 A masked dataset is, per split ("train", "validation", "test"), one (T_i,) int64 input per example: the
 split's tokens with some explained tokens replaced by the mask id. Every step masks floor(r·n) of each
-example's n explained tokens, ranked as recursive erasure ranks them (already-masked tokens first, then by
-descending score, ties to the earlier position; padding, specials and the second segment never).
+example's n explained units (tokens by default, or words or sentences), ranked as recursive erasure ranks
+them (already-masked units first, then by descending score, ties to the earlier unit; padding, specials and
+the second segment never).
 """
 
 from __future__ import annotations
@@ -17,8 +18,7 @@ import numpy as np
 
 from fmm_fast.core.datatypes import EncodedSplit, load_ragged, save_ragged
 from fmm_fast.data.base import SPLIT_NAMES
-from fmm_fast.data.masking import masked_count
-from fmm_fast.protocols.erasure import erase_top, fully_masked
+from fmm_fast.protocols.erasure import erase_split, fully_masked
 
 MaskedDataset = dict[str, list[np.ndarray]]
 # what load_arrays raises for a file that is missing, empty, truncated or not what save_arrays wrote
@@ -37,15 +37,11 @@ def all_masked(encoded: dict[str, EncodedSplit], mask_id: int) -> MaskedDataset:
 def mask_split(
     split: EncodedSplit, current: list[np.ndarray], scores: list[np.ndarray], ratio: float, mask_id: int
 ) -> list[np.ndarray]:
-    """The inputs `current` of `split` with the top floor(ratio·n) explained tokens of each masked.
+    """The inputs `current` of `split` with the top floor(ratio·n) explained units of each masked.
 
     current, scores: one (T_i,) array per example (scores from the measure on `current`).
     """
-    counts = masked_count(ratio, np.asarray([int(e.sum()) for e in split.explained], dtype=np.int64))
-    return [
-        erase_top(ids, explained, s, int(k), mask_id)
-        for ids, explained, s, k in zip(current, split.explained, scores, counts, strict=True)
-    ]
+    return erase_split(split, current, scores, ratio, mask_id)
 
 
 def mask_dataset(

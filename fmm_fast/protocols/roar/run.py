@@ -75,7 +75,11 @@ def seed_data(settings: RoarSettings, out: Path, seed: int, dataset: TextDataset
     record = read_step(seed_dir(out, seed) / step_name(0.0))
     step0 = seed_dir(out, seed) / step_name(0.0) / MODEL_DIR if record is None else step_model(out, record)
     loaded = load_model(step0, settings.explaining_backend)
-    encoded = {name: encode_split(loaded.tokenizer, dataset.splits[name]) for name in SPLIT_NAMES}
+    data = settings.data
+    encoded = {
+        name: encode_split(loaded.tokenizer, dataset.splits[name], data.unit, data.max_length)
+        for name in SPLIT_NAMES
+    }
     return SeedData(dataset, encoded, loaded.info.mask_id, step0)
 
 

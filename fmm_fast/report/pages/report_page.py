@@ -19,6 +19,7 @@ from fmm_fast.api import Explanation
 from fmm_fast.core.reading import read_checked
 from fmm_fast.core.writing import write_text
 from fmm_fast.data.local import display_name
+from fmm_fast.data.units import DEFAULT_UNIT
 from fmm_fast.report.load import find_result_files
 from fmm_fast.report.masf import MASF_TABLE, find_masf_files
 from fmm_fast.report.pages.document import document, view_controls
@@ -92,10 +93,10 @@ RUN_HEADER = {
     "seed?": (int, None),
     "n_examples?": int,
     "fmm_fast_version?": str,
-    "arguments?": {"data?": {"dataset?": str}, "seed?": (int, None)},
+    "arguments?": {"data?": {"dataset?": str, "unit?": str}, "seed?": (int, None)},
     "versions?": {"*": str},
 }
-RUNS_HEADINGS = ("File", "Kind", "Dataset", "Strategy", "Seed", "Examples", "fmm-fast")
+RUNS_HEADINGS = ("File", "Kind", "Dataset", "Unit", "Strategy", "Seed", "Examples", "fmm-fast")
 
 
 def _runs(dirs: Sequence[Path]) -> Html:
@@ -114,6 +115,7 @@ def _runs(dirs: Sequence[Path]) -> Html:
             shown,
             record.get("kind", ""),
             display_name(dataset),
+            arguments.get("data", {}).get("unit", DEFAULT_UNIT),  # records made before units: tokens
             model.get("strategy", ""),
             record.get("seed", arguments.get("seed", "")),
             record.get("n_examples", ""),

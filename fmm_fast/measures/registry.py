@@ -2,7 +2,8 @@
 
 Options are cost knobs shared across measures (captum style); each measure declares those it takes as
 keyword parameters of its constructor and ignores the others: gradient_batch_size (rows per backward
-pass), vocab_chunk (grad-l1/-l2 vocabulary chunk), ig_steps (int-grad K), beam_size (for the name "beam").
+pass), vocab_chunk (grad-l1/-l2 vocabulary chunk), ig_steps (int-grad K), beam_size (for the name "beam"),
+permutations (shapley-sampling S), samples (kernel-shap and lime N), window (for the name "occlusion").
 """
 
 from __future__ import annotations
@@ -16,8 +17,12 @@ from fmm_fast.core.optional_deps import TRAIN
 from fmm_fast.measures.base import Measure, check_positive
 from fmm_fast.measures.beam import BeamSearch
 from fmm_fast.measures.gradient import GradL1, GradL2, InputGradAbs, InputGradSign, IntGradAbs, IntGradSign
+from fmm_fast.measures.kernel_shap import KernelShapAbs, KernelShapSign
+from fmm_fast.measures.lime import LimeAbs, LimeSign
 from fmm_fast.measures.occlusion import LeaveOneOutAbs, LeaveOneOutSign
+from fmm_fast.measures.occlusion_window import DEFAULT_WINDOW, OcclusionWindowAbs, OcclusionWindowSign
 from fmm_fast.measures.random import RandomMeasure
+from fmm_fast.measures.shapley_sampling import ShapleySamplingAbs, ShapleySamplingSign
 
 BEAM_PATTERN = re.compile(r"beam-sign-(.+)")
 PAPER_BEAM = "beam-sign-10"
@@ -39,6 +44,13 @@ CATALOGUE: dict[str, type[Measure]] = {
         LeaveOneOutAbs,
     )
 }
+# The perturbation measures (method.md "Perturbation measures"): valid names, not among the paper's ten
+# that measure_names() lists (the reproduction study runs those); occlusion-W is parsed like beam-sign-B.
+PERTURBATION: dict[str, type[Measure]] = {
+    cls.name: cls
+    for cls in (ShapleySamplingSign, ShapleySamplingAbs, KernelShapSign, KernelShapAbs, LimeSign, LimeAbs)
+}
+OCCLUSION_PATTERN = re.compile(r"occlusion-(.+?)(-abs)?")
 
 
 def takes(cls: type[Measure]) -> tuple[str, ...]:
@@ -46,14 +58,24 @@ def takes(cls: type[Measure]) -> tuple[str, ...]:
     return tuple(name for name in inspect.signature(cls).parameters)
 
 
+PARSED = (BeamSearch, OcclusionWindowSign)  # the classes behind beam-sign-B and occlusion-W
 OPTION_NAMES = tuple(
-    dict.fromkeys(o for cls in [*CATALOGUE.values(), BeamSearch] for o in takes(cls) if o != "seed")
+    dict.fromkeys(
+        o for cls in [*CATALOGUE.values(), *PARSED, *PERTURBATION.values()] for o in takes(cls) if o != "seed"
+    )
 )
 
 
 def measure_names() -> list[str]:
-    """The fixed measure names plus the paper's beam (any beam-sign-B with integer B >= 1 is valid too)."""
+    """The paper's ten: its fixed measure names plus its beam (any beam-sign-B with integer B >= 1 is valid
+    too, and so are the perturbation measures: perturbation_names())."""
     return [*CATALOGUE, PAPER_BEAM]
+
+
+def perturbation_names() -> list[str]:
+    """The perturbation measures' fixed names plus the default window's occlusion (any occlusion-W and
+    occlusion-W-abs with integer W >= 1 is valid too)."""
+    return [*PERTURBATION, f"occlusion-{DEFAULT_WINDOW}", f"occlusion-{DEFAULT_WINDOW}-abs"]
 
 
 def parse_measure_options(pairs: Sequence[str]) -> dict[str, int]:
@@ -100,10 +122,29 @@ def get_measure(name: str, *, seed: int = 0, **options: int) -> Measure:
         if options.get("beam_size", int(size)) != int(size):
             raise UserError(f"'{name}' conflicts with beam_size={options['beam_size']}; give the size once")
         return BeamSearch(beam_size=int(size))
-    if name not in CATALOGUE:
-        valid = ", ".join([*CATALOGUE, "beam-sign-B (integer B >= 1)", "beam (= beam-sign-10)"])
+    if name in ("occlusion", "occlusion-abs"):
+        name = name.replace("occlusion", f"occlusion-{options.get('window', DEFAULT_WINDOW)}")
+    occlusion = OCCLUSION_PATTERN.fullmatch(name)
+    if occlusion:
+        window, absolute = occlusion.groups()
+        if not window.isdecimal() or int(window) < 1:
+            raise UserError(f"window in '{name}' must be an integer >= 1; write e.g. occlusion-3")
+        if options.get("window", int(window)) != int(window):
+            raise UserError(f"'{name}' conflicts with window={options['window']}; give the window once")
+        return (OcclusionWindowAbs if absolute else OcclusionWindowSign)(window=int(window))
+    cls = CATALOGUE.get(name) or PERTURBATION.get(name)
+    if cls is None:
+        valid = ", ".join(
+            [
+                *CATALOGUE,
+                "beam-sign-B (integer B >= 1)",
+                "beam (= beam-sign-10)",
+                *PERTURBATION,
+                "occlusion-W and occlusion-W-abs (integer W >= 1)",
+                f"occlusion (= occlusion-{DEFAULT_WINDOW})",
+            ]
+        )
         raise UserError(f"unknown measure '{name}'; valid names: {valid}")
-    cls = CATALOGUE[name]
     if cls.needs_gradients:  # the gradient measures import PyTorch when they run
         TRAIN.require(f"the gradient measure '{name}'", GRADIENT_NEEDS)
     given = {**options, "seed": seed}

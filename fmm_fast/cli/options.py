@@ -35,7 +35,14 @@ ModelOption = Annotated[
         "Face sequence-classifier folder (save_pretrained, with tokenizer.json) or cached Hub name of one.",
     ),
 ]
-SeedOption = Annotated[int, typer.Option("--seed", min=0, help="Seed of the `rand` measure.")]
+SeedOption = Annotated[
+    int,
+    typer.Option(
+        "--seed",
+        min=0,
+        help="Seed of the measures' random draws (`rand`, shapley-sampling, kernel-shap, lime).",
+    ),
+]
 OverwriteOption = Annotated[
     bool,
     typer.Option(
@@ -55,7 +62,12 @@ MeasuresOption = Annotated[
     ),
 ]
 SeedsOption = Annotated[
-    list[int], typer.Option("--seed", min=0, help="Seed of the `rand` baseline; repeat for several.")
+    list[int],
+    typer.Option(
+        "--seed",
+        min=0,
+        help="Seed of the `rand` baseline and the measures' random draws; repeat for several.",
+    ),
 ]
 FidelitySampleOption = Annotated[
     int,

@@ -25,6 +25,7 @@ from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.reading import json_lines
 from fmm_fast.measures import measure_names
+from fmm_fast.measures.registry import perturbation_names
 
 SCORE_KEYS = ("token_scores", "word_scores")
 EXPLAIN_SCORES = "scores"  # the token scores of a line of `fmm-fast explain`, which this reads as it is
@@ -76,7 +77,8 @@ def word_token_scores(
 def load_explanations(path: Path, split: EncodedSplit, tokenizer: Tokenizer) -> ExternalExplanation:
     """Read and check one explanations file against the evaluated split (see the module docstring)."""
     path = Path(path)
-    if path.stem in (*measure_names(), "beam") or path.stem.startswith("beam-sign-"):
+    builtin = (*measure_names(), *perturbation_names(), "beam", "occlusion", "occlusion-abs")
+    if path.stem in builtin or path.stem.startswith(("beam-sign-", "occlusion-")):
         raise UserError(
             f"explanations file {path} is named like the built-in measure '{path.stem}'; rename it "
             "(its name labels the results)"

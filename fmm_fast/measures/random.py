@@ -1,4 +1,5 @@
-"""The `rand` baseline measure (docs/method.md §3): U[0, 1) per explained token, redrawn at every call."""
+"""The `rand` baseline measure (docs/method.md §3): U[0, 1) per explained token, redrawn at every call;
+and the per-example random streams every measure that draws shares (`row_generators`)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,15 @@ import numpy as np
 
 from fmm_fast.backends.engine import MaskBatchEngine
 from fmm_fast.measures.base import ExplainBatch, Measure, PassCount
+
+
+def row_generators(batch: ExplainBatch, seed: int, shared: np.random.Generator) -> list[np.random.Generator]:
+    """One Generator per row of `batch`: seeded by (seed, example id) when the batch has example_ids, so
+    the draws do not depend on which examples share a batch (or a Ray worker); else `shared` for every row
+    (drawn from in row order)."""
+    if batch.example_ids is None:
+        return [shared] * batch.input_ids.shape[0]
+    return [np.random.default_rng([seed, int(example)]) for example in batch.example_ids]
 
 
 class RandomMeasure(Measure):
@@ -32,9 +42,7 @@ class RandomMeasure(Measure):
             scores = self.rng.random(batch.input_ids.shape)
         else:  # a row's first T_i draws are the same whatever the padded width T
             width = batch.input_ids.shape[1]
-            scores = np.stack(
-                [np.random.default_rng([self.seed, int(i)]).random(width) for i in batch.example_ids]
-            )
+            scores = np.stack([rng.random(width) for rng in row_generators(batch, self.seed, self.rng)])
         if batch.units is not None:  # one draw per unit: the draw at its first token (token units: each's)
             for row in range(len(scores)):
                 units = batch.row_units(row)

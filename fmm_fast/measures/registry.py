@@ -4,7 +4,8 @@ get_measure("./my_measures.py:Mine"), ...: the built-in ones, and plug-ins (fmm_
 Options are keyword parameters of the measures' constructors, shared across measures (captum style): each
 measure takes those it declares and ignores the others. The built-in cost knobs: gradient_batch_size (rows
 per backward pass), vocab_chunk (grad-l1/-l2 vocabulary chunk), ig_steps (int-grad K), beam_size (for the
-name "beam"); a plug-in declares its own, typed by their annotations.
+name "beam"), permutations (shapley-sampling S), samples (kernel-shap and lime N), window (for the name
+"occlusion"); a plug-in declares its own, typed by their annotations.
 """
 
 from __future__ import annotations
@@ -20,9 +21,13 @@ from fmm_fast.core.optional_deps import TRAIN
 from fmm_fast.measures.base import Measure, check_positive
 from fmm_fast.measures.beam import BeamSearch
 from fmm_fast.measures.gradient import GradL1, GradL2, InputGradAbs, InputGradSign, IntGradAbs, IntGradSign
+from fmm_fast.measures.kernel_shap import KernelShapAbs, KernelShapSign
+from fmm_fast.measures.lime import LimeAbs, LimeSign
 from fmm_fast.measures.occlusion import LeaveOneOutAbs, LeaveOneOutSign
+from fmm_fast.measures.occlusion_window import DEFAULT_WINDOW, OcclusionWindowAbs, OcclusionWindowSign
 from fmm_fast.measures.plugins import BUILTIN, MeasureSource, entry_point_names, load_plugin
 from fmm_fast.measures.random import RandomMeasure
+from fmm_fast.measures.shapley_sampling import ShapleySamplingAbs, ShapleySamplingSign
 
 BEAM_PATTERN = re.compile(r"beam-sign-(.+)")
 PAPER_BEAM = "beam-sign-10"
@@ -44,6 +49,13 @@ CATALOGUE: dict[str, type[Measure]] = {
         LeaveOneOutAbs,
     )
 }
+# The perturbation measures (method.md "Perturbation measures"): valid names, not among the paper's ten
+# that measure_names() lists (the reproduction study runs those); occlusion-W is parsed like beam-sign-B.
+PERTURBATION: dict[str, type[Measure]] = {
+    cls.name: cls
+    for cls in (ShapleySamplingSign, ShapleySamplingAbs, KernelShapSign, KernelShapAbs, LimeSign, LimeAbs)
+}
+OCCLUSION_PATTERN = re.compile(r"occlusion-(.+?)(-abs)?")
 
 
 def takes(cls: type[Measure]) -> tuple[str, ...]:
@@ -51,19 +63,40 @@ def takes(cls: type[Measure]) -> tuple[str, ...]:
     return tuple(name for name in inspect.signature(cls).parameters)
 
 
-OPTION_NAMES = tuple(
-    dict.fromkeys(o for cls in [*CATALOGUE.values(), BeamSearch] for o in takes(cls) if o != "seed")
+PARSED = (BeamSearch, OcclusionWindowSign)  # the classes behind beam-sign-B and occlusion-W
+BUILTIN_CLASSES = (*CATALOGUE.values(), *PARSED, *PERTURBATION.values())
+OPTION_NAMES = tuple(dict.fromkeys(o for cls in BUILTIN_CLASSES for o in takes(cls) if o != "seed"))
+VALID_NAMES = (
+    *CATALOGUE,
+    "beam-sign-B (integer B >= 1)",
+    "beam (= beam-sign-10)",
+    *PERTURBATION,
+    "occlusion-W and occlusion-W-abs (integer W >= 1)",
+    f"occlusion (= occlusion-{DEFAULT_WINDOW})",
 )
 
 
 def measure_names() -> list[str]:
-    """The fixed measure names plus the paper's beam (any beam-sign-B with integer B >= 1 is valid too)."""
+    """The paper's ten: its fixed measure names plus its beam (any beam-sign-B with integer B >= 1 is valid
+    too, and so are the perturbation measures: perturbation_names())."""
     return [*CATALOGUE, PAPER_BEAM]
+
+
+def perturbation_names() -> list[str]:
+    """The perturbation measures' fixed names plus the default window's occlusion (any occlusion-W and
+    occlusion-W-abs with integer W >= 1 is valid too)."""
+    return [*PERTURBATION, f"occlusion-{DEFAULT_WINDOW}", f"occlusion-{DEFAULT_WINDOW}-abs"]
 
 
 def is_builtin_name(name: str) -> bool:
     """Whether `name` is (or is spelled like) a built-in measure's: a plug-in may not take it."""
-    return name in CATALOGUE or name == "beam" or BEAM_PATTERN.fullmatch(name) is not None
+    return (
+        name in CATALOGUE
+        or name in PERTURBATION
+        or name in ("beam", "occlusion", "occlusion-abs")
+        or BEAM_PATTERN.fullmatch(name) is not None
+        or OCCLUSION_PATTERN.fullmatch(name) is not None
+    )
 
 
 def parse_measure_options(pairs: Sequence[str]) -> dict[str, str]:
@@ -129,7 +162,7 @@ def _converted(key: str, text: str, wanted: object, where: str) -> object:
 def builtin_knob(key: str, value: object) -> object:
     """A built-in cost knob (OPTION_NAMES) converted to the annotation of the first built-in measure that
     declares it; an integer knob must be ≥ 1 (UserError otherwise), whichever measure takes it."""
-    declaring = next(cls for cls in [*CATALOGUE.values(), BeamSearch] if key in takes(cls))
+    declaring = next(cls for cls in BUILTIN_CLASSES if key in takes(cls))
     converted = option_values(declaring, {key: value}, "fmm-fast")[key]
     wanted = typing.get_type_hints(declaring.__init__).get(key)
     return check_positive(key, converted) if wanted is int else converted  # type: ignore[arg-type]
@@ -139,18 +172,23 @@ def find_measure(name: str) -> tuple[type[Measure], MeasureSource]:
     """The class behind a measure name (built-in, beam-sign-B, or a plug-in: "module:Name", "./file.py:Name"
     or an installed entry point's name) and where its code comes from; UserError for a name nothing
     answers to."""
-    if name in CATALOGUE:
-        return CATALOGUE[name], MeasureSource(BUILTIN, name, __version__)
-    if name == "beam" or BEAM_PATTERN.fullmatch(name):
-        return BeamSearch, MeasureSource(BUILTIN, name, __version__)
+    builtin = CATALOGUE.get(name) or PERTURBATION.get(name)
+    if builtin is None and (name == "beam" or BEAM_PATTERN.fullmatch(name)):
+        builtin = BeamSearch
+    if builtin is None and name in ("occlusion", "occlusion-abs"):
+        builtin = OcclusionWindowSign if name == "occlusion" else OcclusionWindowAbs
+    occlusion = OCCLUSION_PATTERN.fullmatch(name)
+    if builtin is None and occlusion:
+        builtin = OcclusionWindowAbs if occlusion.group(2) else OcclusionWindowSign
+    if builtin is not None:
+        return builtin, MeasureSource(BUILTIN, name, __version__)
     try:
         found, source = load_plugin(name)
     except KeyError:  # no entry point of that name either
         installed = entry_point_names()
         plugins = f"; installed plug-ins: {', '.join(installed)}" if installed else ""
-        valid = ", ".join([*CATALOGUE, "beam-sign-B (integer B >= 1)", "beam (= beam-sign-10)"])
         raise UserError(
-            f"unknown measure '{name}'; valid names: {valid}{plugins}; or your own as "
+            f"unknown measure '{name}'; valid names: {', '.join(VALID_NAMES)}{plugins}; or your own as "
             "package.module:Name or ./file.py:Name"
         ) from None
     if is_builtin_name(found.name):
@@ -203,6 +241,16 @@ def get_measure(name: str, *, seed: int = 0, **options: object) -> Measure:
         if options.get("beam_size", int(size)) != int(size):
             raise UserError(f"'{name}' conflicts with beam_size={options['beam_size']}; give the size once")
         return BeamSearch(beam_size=int(size))
+    if name in ("occlusion", "occlusion-abs"):
+        name = name.replace("occlusion", f"occlusion-{options.get('window', DEFAULT_WINDOW)}")
+    occlusion = OCCLUSION_PATTERN.fullmatch(name)
+    if occlusion:
+        window, absolute = occlusion.groups()
+        if not window.isdecimal() or int(window) < 1:
+            raise UserError(f"window in '{name}' must be an integer >= 1; write e.g. occlusion-3")
+        if options.get("window", int(window)) != int(window):
+            raise UserError(f"'{name}' conflicts with window={options['window']}; give the window once")
+        return (OcclusionWindowAbs if absolute else OcclusionWindowSign)(window=int(window))
     if cls.needs_gradients:  # the gradient measures import PyTorch when they run
         TRAIN.require(f"the gradient measure '{name}'", GRADIENT_NEEDS)
     given = {**options, "seed": seed}

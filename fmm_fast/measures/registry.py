@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.optional_deps import TRAIN
+from fmm_fast.measures import captum_methods
 from fmm_fast.measures.base import Measure, check_positive
 from fmm_fast.measures.beam import BeamSearch
 from fmm_fast.measures.gradient import GradL1, GradL2, InputGradAbs, InputGradSign, IntGradAbs, IntGradSign
@@ -48,7 +49,7 @@ def takes(cls: type[Measure]) -> tuple[str, ...]:
 
 OPTION_NAMES = tuple(
     dict.fromkeys(o for cls in [*CATALOGUE.values(), BeamSearch] for o in takes(cls) if o != "seed")
-)
+) + tuple(captum_methods.OPTIONS)
 
 
 def measure_names() -> list[str]:
@@ -80,16 +81,24 @@ def parse_measure_options(pairs: Sequence[str]) -> dict[str, int]:
 
 
 def check_measure_options(options: Mapping[str, object]) -> dict[str, int]:
-    """The options as ints; UserError for a name no measure takes or a value that is not an integer ≥ 1."""
+    """The options as ints (captum's as their own type); UserError for a name no measure takes or a value that
+    is not an integer ≥ 1 (or not of the captum option's type)."""
     unknown = sorted(set(options) - set(OPTION_NAMES))
     if unknown:
         raise UserError(f"unknown measure option(s) {', '.join(unknown)}; valid: {', '.join(OPTION_NAMES)}")
-    return {name: check_positive(name, value) for name, value in options.items()}  # type: ignore[arg-type]
+    return {
+        name: captum_methods.check_option(name, value)
+        if name in captum_methods.OPTIONS
+        else check_positive(name, value)  # type: ignore[arg-type]
+        for name, value in options.items()
+    }
 
 
 def get_measure(name: str, *, seed: int = 0, **options: int) -> Measure:
     """A fresh measure instance. seed drives `rand`; options: see the module docstring."""
     options = check_measure_options(options)
+    if name.startswith(captum_methods.PREFIX):
+        return captum_methods.CaptumMeasure(name, seed=seed, **options)
     if name == "beam":
         name = f"beam-sign-{options['beam_size']}" if "beam_size" in options else PAPER_BEAM
     beam = BEAM_PATTERN.fullmatch(name)
@@ -101,7 +110,9 @@ def get_measure(name: str, *, seed: int = 0, **options: int) -> Measure:
             raise UserError(f"'{name}' conflicts with beam_size={options['beam_size']}; give the size once")
         return BeamSearch(beam_size=int(size))
     if name not in CATALOGUE:
-        valid = ", ".join([*CATALOGUE, "beam-sign-B (integer B >= 1)", "beam (= beam-sign-10)"])
+        valid = ", ".join(
+            [*CATALOGUE, "beam-sign-B (integer B >= 1)", "beam (= beam-sign-10)", "captum:ClassName"]
+        )
         raise UserError(f"unknown measure '{name}'; valid names: {valid}")
     cls = CATALOGUE[name]
     if cls.needs_gradients:  # the gradient measures import PyTorch when they run

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fmm_fast.measures.base import Measure
+from fmm_fast.measures.captum_methods import check_options_taken
 from fmm_fast.measures.registry import check_measure_options, get_measure
 
 BASELINE = "rand"  # the baseline measure every protocol run carries (docs/method.md §4)
@@ -50,5 +51,6 @@ def resolve_measures(
 ) -> tuple[MeasureSpec, ...]:
     """`names` resolved, each canonical name once (one state and one result each), with baseline `rand`
     first."""
+    check_options_taken(names, options or {})
     specs = [resolve_measure(name, options) for name in ([BASELINE] if baseline else []) + list(names)]
     return tuple({spec.name: spec for spec in specs}.values())

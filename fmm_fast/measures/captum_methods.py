@@ -182,20 +182,25 @@ def check_options_taken(names: Sequence[str], options: Mapping[str, object]) -> 
 
 
 def row_seed(seed: int, example_id: int) -> int:
-    """The torch seed of one example: the same whichever batch or worker explains it."""
+    """The seed of one example's draws: the same whichever batch or worker explains it."""
     return int(np.random.SeedSequence([seed, example_id]).generate_state(1)[0])
 
 
 @contextmanager
-def seeded_torch(seed: int, device: Any) -> Iterator[None]:
-    """Torch's global generators (CPU and `device`) seeded for one call, and restored after it: captum draws
-    its samples from them."""
+def seeded_generators(seed: int, device: Any) -> Iterator[None]:
+    """Torch's global generators (CPU and `device`) and numpy's seeded for one call, and restored after it:
+    captum draws its samples from them (GradientShap's path points from numpy's)."""
     import torch
 
     devices = [device.index or 0] if device.type == "cuda" else []
-    with torch.random.fork_rng(devices=devices):
-        torch.manual_seed(seed)
-        yield
+    numpy_state = np.random.get_state()
+    try:
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(seed)
+            np.random.seed(seed % 2**32)
+            yield
+    finally:
+        np.random.set_state(numpy_state)
 
 
 def embeddings_forward(backend: GradientBackend) -> Any:
@@ -267,7 +272,7 @@ class CaptumMeasure(Measure):
             ids = torch.from_numpy(sequence.astype(np.int64))[None].to(weights.device)
             baseline_ids = torch.from_numpy(np.where(explained, engine.info.mask_id, sequence))
             given = {"baselines": weights[baseline_ids[None].to(weights.device)]}
-            with seeded_torch(seed, weights.device), warnings.catch_warnings():
+            with seeded_generators(seed, weights.device), warnings.catch_warnings():
                 # DeepLift announces the hooks it sets on the model's non-linearities at every call
                 warnings.filterwarnings("ignore", "Setting forward, backward hooks", UserWarning)
                 attributions = explainer.attribute(
@@ -295,7 +300,7 @@ class CaptumMeasure(Measure):
                 window = int(self.options["sliding_window_shapes"])
                 options["sliding_window_shapes"] = (min(window, len(units)),)
             explainer = self._explainer(unit_forward(engine, sequence, units))
-            with seeded_torch(seed, torch.device("cpu")):
+            with seeded_generators(seed, torch.device("cpu")):
                 attributions = explainer.attribute(
                     torch.ones((1, len(units))), baselines=0.0, target=int(batch.labels[row]), **options
                 )

@@ -1,5 +1,5 @@
 """Captum's attribution methods as measures: `captum:ClassName`, `captum:ClassName-abs`,
-`captum:NoiseTunnel-ClassName` (docs/guides/captum.md).
+`captum:NoiseTunnel-ClassName` (docs/guides/evaluate.md, "Captum's methods as measures").
 
 Every method explains the gold label's logit of one example at a time (captum's own advice for its
 perturbation methods), so a random method draws from a generator seeded per example as `rand` does.

@@ -303,15 +303,29 @@ def test_missing_captum_is_one_line_naming_the_extra(monkeypatch) -> None:
         get_measure("captum:KernelShap")
 
 
-def test_evaluate_erases_recursively_with_a_captum_measure(tiny_babi, tmp_path, one_torch_thread) -> None:
+def test_evaluate_erases_recursively_with_a_captum_measure(
+    tiny_babi, tmp_path, one_torch_thread, monkeypatch
+) -> None:
     import fmm_fast
+    from fmm_fast.measures.captum_methods import CaptumMeasure
 
+    masks_per_call = []  # the mask tokens of every batch the measure explains: one per erasure step
+    explain = CaptumMeasure.explain
+
+    def counting(self, batch, engine):
+        masks_per_call.append((batch.input_ids == engine.info.mask_id).sum())
+        return explain(self, batch, engine)
+
+    monkeypatch.setattr(CaptumMeasure, "explain", counting)
     _, onnx_path, data = tiny_babi
     result = fmm_fast.evaluate(
         onnx_path, dataset="babi-1", **data, measure="captum:KernelShap", measure_option={"n_samples": 20},
         limit=2, quiet=True, out=tmp_path,
     )  # fmt: skip
     record = json.loads((tmp_path / "seed-0" / "result.json").read_text())
-    assert list(record["measures"]) == ["rand", "captum:KernelShap"]
+    assert list(record["measures"]) == ["rand", "captum:KernelShap"] and result.path == tmp_path
+    assert record["measures"]["captum:KernelShap"]["signed"] is True
     assert record["arguments"]["measure_options"] == {"n_samples": 20}
-    assert result.path == tmp_path
+    # re-explained on the masked input at every step: ever more mask tokens
+    assert len(masks_per_call) >= 9
+    assert masks_per_call == sorted(masks_per_call) and masks_per_call[-1] > masks_per_call[0]

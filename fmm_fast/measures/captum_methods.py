@@ -56,7 +56,9 @@ class CaptumOption:
         """value in the option's type; UserError naming the key and a valid value otherwise."""
         if self.kind == "choice":
             if value not in self.choices:
-                raise UserError(f"{key} must be one of {', '.join(self.choices)}, got {value!r}")
+                raise UserError(
+                    f"{key} must be one of {', '.join(self.choices)}, got {value!r}; pass e.g. {self.example}"
+                )
             return str(value)
         if self.kind == "count":
             if isinstance(value, int | np.integer) and not isinstance(value, bool) and value >= 1:

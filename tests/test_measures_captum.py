@@ -255,6 +255,27 @@ def test_perturbation_methods_mask_tokens_or_whole_units(name: str, options: dic
         assert len(np.unique(scores[0, 4:7])) == 1 and scores[0, 4] != scores[0, 3]
 
 
+@pytest.mark.parametrize("name", PERTURBATION_IDS)
+def test_rows_with_no_one_or_two_units_left(name: str) -> None:
+    """Late erasure steps: no visible unit scores nothing; one unit scores v(M) − v(∅) (captum's KernelShap
+    itself fails on one feature); Occlusion's window shrinks to the units left."""
+    backend = LookupBackend(interaction_model(5))
+    batch = with_ids(random_batch(3, [1, 2, 3, 0], premasked=1))  # 0, 1, 2 and 0 visible tokens
+    scores = get_measure(f"captum:{name}", seed=SEED, n_samples=5).explain(batch, MaskBatchEngine(backend))
+    rows = unpad(batch.input_ids, batch.attention_mask)
+    assert (scores[[0, 3]] == 0).all()
+    (alone,) = np.flatnonzero(batch.explained[1] & (batch.input_ids[1] != MASK_ID))
+    masked = rows[1].copy()
+    masked[alone] = MASK_ID
+    label = batch.labels[1]
+    if name != "Lime":  # Lime's Lasso shrinks it
+        assert scores[1, alone] == pytest.approx(backend.score(rows[1])[label] - backend.score(masked)[label])
+    assert (scores[1] != 0).sum() == 1
+    if name == "Occlusion":  # the 3-wide window covers both units left
+        pair = np.flatnonzero(batch.explained[2] & (batch.input_ids[2] != MASK_ID))
+        assert scores[2, pair[0]] == scores[2, pair[1]] != 0
+
+
 def test_options_are_typed_and_checked() -> None:
     given = parse_measure_options(["stdevs=0.25", "nt_type=vargrad", "n_steps=8"])
     assert given == {"stdevs": 0.25, "nt_type": "vargrad", "n_steps": 8}

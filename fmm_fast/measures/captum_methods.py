@@ -253,10 +253,11 @@ class CaptumMeasure(Measure):
             return [int(s) for s in self.rng.integers(0, 2**63, size=len(batch.input_ids))]
         return [row_seed(self.seed, int(i)) for i in batch.example_ids]
 
-    def _explainer(self, forward: Callable) -> Any:
+    def _explainer(self, forward: Callable, method_name: str | None = None) -> Any:
+        """captum's explainer of this measure (or of `method_name`) over `forward`."""
         import captum.attr
 
-        explainer = getattr(captum.attr, self.parsed.method_name)(forward)
+        explainer = getattr(captum.attr, method_name or self.parsed.method_name)(forward)
         return captum.attr.NoiseTunnel(explainer) if self.parsed.tunnel else explainer
 
     def _gradient_scores(self, batch: ExplainBatch, engine: MaskBatchEngine) -> np.ndarray:
@@ -301,10 +302,15 @@ class CaptumMeasure(Measure):
             if "sliding_window_shapes" in self.options:  # a window wider than the units left covers them
                 window = int(self.options["sliding_window_shapes"])
                 options["sliding_window_shapes"] = (min(window, len(units)),)
-            explainer = self._explainer(unit_forward(engine, sequence, units))
+            method_name, given = self.parsed.method_name, options
+            if method_name == "KernelShap" and len(units) == 1:
+                # captum's KernelShap fails on one feature (no coalition size to draw); one player's Shapley
+                # value is v({u}) − v(∅), which FeatureAblation computes
+                method_name, given = "FeatureAblation", {k: v for k, v in options.items() if k != "n_samples"}
+            explainer = self._explainer(unit_forward(engine, sequence, units), method_name)
             with seeded_generators(seed, torch.device("cpu")):
                 attributions = explainer.attribute(
-                    torch.ones((1, len(units))), baselines=0.0, target=int(batch.labels[row]), **options
+                    torch.ones((1, len(units))), baselines=0.0, target=int(batch.labels[row]), **given
                 )
             values = attributions[0].detach().to(torch.float64).numpy()
             for value, positions in zip(values, units, strict=True):

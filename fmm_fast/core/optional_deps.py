@@ -37,3 +37,5 @@ class Extra:
 TRAIN = Extra("train", ("torch", "transformers"), "PyTorch and transformers")
 HUB = Extra("hub", ("datasets",), "the Hugging Face datasets library")
 PARQUET = Extra("hub", ("pyarrow",), "pyarrow")
+# captum:ClassName measures; KernelShap and Lime fit their surrogate models with scikit-learn
+CAPTUM = Extra("captum", ("captum", "sklearn"), "Captum and scikit-learn")

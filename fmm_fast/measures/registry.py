@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from fmm_fast import __version__
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.optional_deps import TRAIN
+from fmm_fast.measures import captum_methods
 from fmm_fast.measures.base import Measure, check_positive
 from fmm_fast.measures.beam import BeamSearch
 from fmm_fast.measures.gradient import GradL1, GradL2, InputGradAbs, InputGradSign, IntGradAbs, IntGradSign
@@ -73,6 +74,7 @@ VALID_NAMES = (
     *PERTURBATION,
     "occlusion-W and occlusion-W-abs (integer W >= 1)",
     f"occlusion (= occlusion-{DEFAULT_WINDOW})",
+    f"{captum_methods.PREFIX}ClassName (Captum's methods)",
 )
 
 
@@ -96,6 +98,7 @@ def is_builtin_name(name: str) -> bool:
         or name in ("beam", "occlusion", "occlusion-abs")
         or BEAM_PATTERN.fullmatch(name) is not None
         or OCCLUSION_PATTERN.fullmatch(name) is not None
+        or name.startswith(captum_methods.PREFIX)
     )
 
 
@@ -180,6 +183,8 @@ def find_measure(name: str) -> tuple[type[Measure], MeasureSource]:
     occlusion = OCCLUSION_PATTERN.fullmatch(name)
     if builtin is None and occlusion:
         builtin = OcclusionWindowAbs if occlusion.group(2) else OcclusionWindowSign
+    if builtin is None and name.startswith(captum_methods.PREFIX):
+        builtin = captum_methods.measure_class(name)
     if builtin is not None:
         return builtin, MeasureSource(BUILTIN, name, __version__)
     try:
@@ -230,7 +235,7 @@ def get_measure(name: str, *, seed: int = 0, **options: object) -> Measure:
     unknown = sorted(set(options) - set(OPTION_NAMES) - set(takes(cls)) - {"seed"})
     if unknown:
         raise UserError(f"unknown measure option(s) {', '.join(unknown)}; '{name}' takes: {_taken(cls)}")
-    if source.origin != BUILTIN:
+    if source.origin != BUILTIN or issubclass(cls, captum_methods.CaptumMeasure):  # options of their own
         return build_measure(cls, source, seed, options)
     options = {key: builtin_knob(key, value) for key, value in options.items()}  # all built-in knobs
     beam = BEAM_PATTERN.fullmatch(name)

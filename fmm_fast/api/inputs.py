@@ -32,7 +32,7 @@ def model_source(model: Any) -> Any:
     else goes to the loader as it is."""
     if isinstance(model, str | Path):
         return Path(model)
-    if _is_loaded_pair(model):
+    if is_loaded_pair(model):
         return saved_pair(*model)
     folder = getattr(model, "model_dir", None)  # a Training result
     return Path(folder) if folder is not None else model
@@ -40,11 +40,11 @@ def model_source(model: Any) -> Any:
 
 def model_sources(model: Any) -> list[Any]:
     """model_source of each model of a repeatable --model: one model, or a list or tuple of them."""
-    several = isinstance(model, list | tuple) and not _is_loaded_pair(model)
+    several = isinstance(model, list | tuple) and not is_loaded_pair(model)
     return [model_source(m) for m in (model if several else [model])]
 
 
-def _is_loaded_pair(model: Any) -> bool:
+def is_loaded_pair(model: Any) -> bool:
     """Whether `model` is (a transformers model, its tokenizer): two objects that save_pretrained."""
     return (
         isinstance(model, tuple)

@@ -10,6 +10,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from fmm_fast.api.arguments import checked_arguments
 from fmm_fast.api.inputs import (
     as_list,
     measure_option_pairs,
@@ -43,6 +44,7 @@ from fmm_fast.measures.external import load_explanations
 from fmm_fast.measures.registry import parse_measure_options
 
 
+@checked_arguments
 @backend_arguments()
 @engine_arguments()
 @data_arguments()

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from fmm_fast.api.arguments import checked_arguments
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.records import read_record, write_record
 
@@ -54,10 +55,12 @@ class RunResult(ABC):
         return False
 
     @classmethod
+    @checked_arguments
     def load(cls, directory: str | Path) -> RunResult:
         """The result saved in (or written by its command to) `directory`."""
         return cls(directory)
 
+    @checked_arguments
     def save(self, directory: str | Path) -> Path:
         """Write every record to `directory` (created), where load() and `fmm-fast report` read them."""
         directory = Path(directory)
@@ -404,6 +407,7 @@ class Report(RunResult):
 RESULTS: tuple[type[RunResult], ...] = (Masf, Check, Roar, Training, Report)
 
 
+@checked_arguments
 def load(directory: str | Path) -> RunResult:
     """The result a function or command wrote to (or a result saved to) `directory`: Evaluation,
     PeerMetrics, Masf, Check, Roar, Training or Report, told apart by the files there.

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from fmm_fast.api.arguments import checked_arguments
 from fmm_fast.api.inputs import as_list, measure_option_pairs, run_folder
 from fmm_fast.api.options import (
     backend_arguments,
@@ -30,6 +31,7 @@ from fmm_fast.measures.registry import parse_measure_options
 from fmm_fast.training.base_models import TINY_ROBERTA
 
 
+@checked_arguments
 @scale_arguments()
 @backend_arguments(provider=False)
 @engine_arguments()

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from fmm_fast.api.inputs import is_loaded_pair
-from fmm_fast.core.errors import UserError
+from fmm_fast.core.errors import ArgumentError, UserError
 
 Function = TypeVar("Function", bound=Callable[..., Any])
 
@@ -131,7 +131,8 @@ def refuse(function: str, argument: str, value: Any, wanted: str) -> typing.NoRe
     """The UserError of a wrong argument: its name, what it got, what to give."""
     shown = repr(value)
     shown = shown if len(shown) <= 60 else shown[:57] + "..."
-    raise UserError(f"fmm_fast.{function}: {argument}={shown} ({type(value).__name__}); give {wanted}")
+    message = f"fmm_fast.{function}: {argument}={shown} ({type(value).__name__}); give {wanted}"
+    raise ArgumentError(message, argument, value, wanted)
 
 
 def fits(value: Any, annotation: Any) -> bool:

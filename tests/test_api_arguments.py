@@ -188,6 +188,28 @@ def test_the_battery_s_classes_are_refused_by_name(call: Callable[[], Any], argu
         call()
 
 
+class _Part:
+    """A stand-in for a transformers model or tokenizer: save_pretrained, an embedding of `rows`, `size`
+    tokens (what the pair's check reads; nothing is saved: the check refuses first)."""
+
+    def __init__(self, rows: int = 0, size: int = 0) -> None:
+        self.rows, self.size = rows, size
+
+    def save_pretrained(self, folder: Path) -> None:
+        raise AssertionError("a pair that does not fit was saved")
+
+    def get_input_embeddings(self) -> Any:
+        return type("Embedding", (), {"num_embeddings": self.rows})()
+
+    def __len__(self) -> int:
+        return self.size
+
+
+def test_a_pair_whose_tokenizer_does_not_fit_its_model_is_refused() -> None:
+    with pytest.raises(fmm_fast.UserError, match=r"model=: the pair's tokenizer has 200 tokens.*only 100"):
+        fmm_fast.evaluate((_Part(rows=100), _Part(size=200)), out=None)
+
+
 def test_user_error_is_a_value_error_and_a_type_error() -> None:
     assert issubclass(fmm_fast.UserError, ValueError) and issubclass(fmm_fast.UserError, TypeError)
     with pytest.raises(TypeError):

@@ -6,6 +6,7 @@ read by `fmm_fast.core.records.read_record`, the reader of every run record.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -58,6 +59,8 @@ class EvaluationResult:
     measures: dict[str, MeasureRun]
     n_examples: int
     machine: str = NOT_RECORDED  # where the run computed (machine_text)
+    model: str = ""  # a model trained elsewhere: its folder (fmm-fast's: "", its seeds are the strategy's)
+    examples: str = ""  # the example set: n_examples and the data options that chose them (example_set)
 
     @property
     def unmasked(self) -> float:
@@ -254,7 +257,29 @@ def _parse_result(path: Path, data: object) -> EvaluationResult:
         measures=measures,
         n_examples=n_examples,
         machine=machine_text(data.get("machine")),
+        model=model_key(model),
+        examples=example_set(data, n_examples),
     )
+
+
+def model_key(model: dict) -> str:
+    """What tells the models of one (dataset, strategy) apart: "" for a model fmm-fast trained (the runs
+    of its strategy are seeds of one recipe), else the folder it came from (two classifiers trained
+    elsewhere are two models, never two seeds of one)."""
+    if model.get("trained_by") == "fmm-fast":
+        return ""
+    return str(model.get("source") or model.get("path") or "")
+
+
+EXAMPLE_OPTIONS = ("limit", "size", "test_size", "data_seed")  # the data options that choose the examples
+
+
+def example_set(data: dict, n_examples: int) -> str:
+    """The example set a run erased, as a key: its count and the data options that chose them (a
+    100-example run and a 20-example one are not averaged, nor scored against each other's rand)."""
+    options = (data.get("arguments") or {}).get("data") or {}
+    chosen = {name: options.get(name) for name in EXAMPLE_OPTIONS} if isinstance(options, dict) else {}
+    return json.dumps({"n_examples": n_examples, **chosen}, sort_keys=True)
 
 
 def machine_text(machine: object) -> str:

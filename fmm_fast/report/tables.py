@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from fmm_fast.report.aggregate import CurveScores, Estimate, Report
+from fmm_fast.report.aggregate import CurveScores, Estimate, Report, seeds_text
 from fmm_fast.report.order import measure_sort_key
 
 TABLE_CAPTION = (
@@ -29,14 +29,14 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
 def score_cell(measure: CurveScores, group_seeds: int, estimate: Estimate | None = None) -> str:
     """A measure's score (or another of its estimates) as a table cell.
 
-    "undefined: why" for a nan RACU whose reason the run recorded; " [n=k]" when the measure has fewer
-    seeds than its group (group_seeds), e.g. a slow measure run on some seeds only.
+    "undefined: why" for a nan RACU whose reason the run recorded; " [k seeds]" when the measure has fewer
+    seeds than its group (group_seeds, n counting seeds), e.g. a slow measure run on some seeds only.
     """
     estimate = measure.score if estimate is None else estimate
     if measure.score_name == "RACU" and measure.racu_undefined and math.isnan(estimate.mean):
         return f"undefined: {'; '.join(measure.racu_undefined)}"
     if len(measure.seeds) != group_seeds:
-        return f"{estimate.formatted()} [n={len(measure.seeds)}]"
+        return f"{estimate.formatted()} [{seeds_text(len(measure.seeds))}]"
     return estimate.formatted()
 
 
@@ -44,7 +44,7 @@ def _score_table(report: Report, strategy: str) -> tuple[list[str], list[list[st
     """Header and rows of the measures × datasets table of one strategy (shared by .md and .tex)."""
     groups = [g for g in report.groups if g.strategy == strategy]
     names = sorted({name for g in groups for name in g.measures}, key=measure_sort_key)
-    header = ["Measure", "Score"] + [f"{g.dataset} (n={len(g.seeds)})" for g in groups]
+    header = ["Measure", "Score"] + [f"{g.label} ({g.counts})" for g in groups]
     rows = []
     for name in names:
         measure_of = [g.measures.get(name) for g in groups]
@@ -111,7 +111,7 @@ def render_performance_markdown(report: Report) -> str:
     rows = [
         [
             g.strategy,
-            g.dataset,
+            g.label,
             g.metric,
             str(len(g.seeds)),
             g.unmasked.formatted(),
@@ -144,7 +144,7 @@ def render_timing_markdown(report: Report) -> str:
     rows = [
         [
             g.strategy,
-            g.dataset,
+            g.label,
             m.name,
             str(len(m.seeds)),
             f"{np.mean(m.seconds):.1f}",

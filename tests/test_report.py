@@ -19,6 +19,7 @@ from fmm_fast.report.aggregate import aggregate, load_report
 from fmm_fast.report.load import load_result
 from fmm_fast.report.order import measure_sort_key
 from fmm_fast.report.plots import plot_p_values, plot_run_curves
+from fmm_fast.report.tables import render_timing_markdown
 from fmm_fast.report.write import write_report
 
 EXPORT = Path(__file__).resolve().parent.parent / "export"
@@ -503,3 +504,25 @@ def test_html_report_is_one_self_contained_file(results: Path, tmp_path: Path, c
     assert "masked: the calibration saturates, no p-value can fall below 0.37" in capsys.readouterr().out
     assert main(["report", str(results), "--out", str(out), "--explanations", str(explained)]) == 2
     assert "add --html" in capsys.readouterr().err
+
+
+def test_a_measure_s_passes_are_its_own_and_shared_rows_are_said(tiny_babi, tmp_path: Path):
+    """loo-sign beside loo-abs runs fewer rows than alone: exactly the rows it took from loo-abs's passes,
+    which the record and timing.md give as its shared rows (counted once, under the measure that ran them)."""
+    import fmm_fast
+
+    _, onnx_path, data = tiny_babi
+    common = {"dataset": "babi-1", **data, "limit": 4, "quiet": True}
+    beside = fmm_fast.evaluate(onnx_path, out=tmp_path / "beside", measure=["loo-abs", "loo-sign"], **common)
+    alone = fmm_fast.evaluate(onnx_path, out=tmp_path / "alone", measure=["loo-sign"], **common)
+    sign_beside = beside.record["measures"]["loo-sign"]
+    sign_alone = alone.record["measures"]["loo-sign"]
+    assert sign_beside["shared_rows"] > sign_alone["shared_rows"]  # alone it shares only rand's rows
+    needed = [m["forward_passes"] + m["shared_rows"] for m in (sign_beside, sign_alone)]
+    assert needed[0] == needed[1]  # the rows it needs, whoever ran them
+    assert beside.record["measures"]["rand"]["shared_rows"] == 0  # it runs first: every row is its own
+    timing = render_timing_markdown(load_report([tmp_path / "beside"]))
+    assert (
+        "Rows from other measures' passes" in timing
+        and "counted under the measure that ran it first" in timing
+    )

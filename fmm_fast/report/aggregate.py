@@ -82,10 +82,12 @@ class CurveScores:
 
 @dataclass(frozen=True)
 class MeasureReport(CurveScores):
-    """One measure of an erasure run aggregated over the kept seeds. seconds, forward_passes: (n,) float64."""
+    """One measure of an erasure run aggregated over the kept seeds. seconds, forward_passes, shared_rows:
+    (n,) float64 (shared_rows: rows it took from another measure's passes, which counted them)."""
 
     seconds: np.ndarray
     forward_passes: np.ndarray
+    shared_rows: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -207,6 +209,7 @@ def _measure_report(name: str, runs_by_seed: dict[int, list[EvaluationResult]]) 
         curves=np.stack([run.curve for run in runs]),
         seconds=np.array([run.seconds for run in runs]),
         forward_passes=np.array([run.forward_passes for run in runs]),
+        shared_rows=np.array([run.shared_rows for run in runs]),
         racu_undefined=sorted({run.racu_undefined for run in runs if run.racu_undefined}),
     )
 

@@ -39,6 +39,7 @@ class MeasureRun:
     forward_passes: float
     curve: np.ndarray
     racu_undefined: str | None = None  # why racu is nan, as evaluate recorded it
+    shared_rows: float = 0.0  # rows it took from another measure's passes (counted there)
 
 
 @dataclass(frozen=True)
@@ -244,6 +245,7 @@ def _parse_result(path: Path, data: object) -> EvaluationResult:
             forward_passes=_number(_field(entry, "forward_passes", where), f"{where}.forward_passes"),
             curve=curve,
             racu_undefined=_optional_text(entry.get("racu_undefined"), f"{where}.racu_undefined"),
+            shared_rows=_number(entry.get("shared_rows", 0), f"{where}.shared_rows"),
         )
     return EvaluationResult(
         path=path,

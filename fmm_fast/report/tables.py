@@ -16,6 +16,12 @@ TABLE_CAPTION = (
     "RACU (unsigned measures) or ACU (signed measures) ×100: mean over seeds and 95% BCa bootstrap CI "
     "as offsets from the mean"
 )
+SHARED_ROWS_NOTE = (
+    "A row two measures of one run need (e.g. loo-abs and loo-sign at the first step) runs once and is "
+    "counted under the measure that ran it first: each measure's seconds and forward passes are its own. The "
+    "last column gives the rows it took from another measure's passes instead, which it would run too if "
+    "evaluated alone."
+)
 _LATEX_SPECIAL = re.compile(r"([&%$#_{}])")
 
 
@@ -149,13 +155,23 @@ def render_timing_markdown(report: Report) -> str:
             str(len(m.seeds)),
             f"{np.mean(m.seconds):.1f}",
             f"{np.mean(m.forward_passes):,.0f}",
+            f"{np.mean(m.shared_rows):,.0f}",
         ]
         for g in report.groups
         for m in g.measures.values()
     ]
-    header = ["Strategy", "Dataset", "Measure", "Runs", "Seconds per run", "Forward passes per run"]
+    header = [
+        "Strategy",
+        "Dataset",
+        "Measure",
+        "Runs",
+        "Seconds per run",
+        "Forward passes per run",
+        "Rows from other measures' passes",
+    ]
     machines: Counter[str] = Counter()
     for group in report.groups:
         machines.update(group.machines)
     where = "; ".join(f"{machine} ({count} runs)" for machine, count in machines.most_common())
-    return markdown_table(header, rows) + (f"\n\nMeasured on: {where}.\n" if where else "\n")
+    parts = [markdown_table(header, rows), SHARED_ROWS_NOTE, f"Measured on: {where}." if where else ""]
+    return "\n\n".join(part for part in parts if part) + "\n"

@@ -17,7 +17,9 @@
    masked model, and `fmm-fast report` of the two checks and the evaluation.
 
 Every fmm-fast step is printed as the command a user would type, then run (in this process); a rerun into
-the same DIR reuses the fine-tuned folder, the finished masked training and the finished checks. --tiny: a
+the same DIR reuses the fine-tuned folder, the finished masked training and the finished checks. The
+fine-tuned folder is saved into a staging folder and renamed into place whole, so a rerun after a kill at
+any point never reuses a half-written one. A DIR that is a file is refused before any work. --tiny: a
 2-layer, width-64 BERT on MiniLM's tokenizer and a few dozen sentences, to show the steps run (seconds; the
 verdicts of so small a model mean nothing).
 """
@@ -26,8 +28,11 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import shutil
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +52,7 @@ from fmm_fast.data import load_dataset
 from fmm_fast.training.base_models import pretrained_minilm
 
 DATASET = "movie-snippets"
+STAGING_PREFIX = ".staging-"  # a model being saved: renamed to its name when whole
 
 
 @dataclass(frozen=True)
@@ -129,9 +135,22 @@ def fine_tune_plainly(out: Path, sizes: Sizes, tiny: bool) -> None:
             optimizer.step()
             optimizer.zero_grad()
         print(f"plain fine-tuning: epoch {epoch + 1} done, last batch loss {loss.item():.3f}", flush=True)
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
+    save_whole(out, lambda folder: (model.save_pretrained(folder), tokenizer.save_pretrained(folder)))
     print(f"saved {out} (save_pretrained: config.json with id2label, model.safetensors, tokenizer.json)")
+
+
+def save_whole(folder: Path, save: Callable[[Path], object]) -> None:
+    """`save` into a new staging folder beside `folder`, then rename it to `folder`: `folder` exists only
+    whole, so a rerun after a kill at any point either reuses a complete model or fine-tunes again (and
+    clears what the killed run staged)."""
+    for stale in folder.parent.glob(f"{STAGING_PREFIX}{folder.name}-*"):  # a killed run's half-written save
+        shutil.rmtree(stale)
+    staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{folder.name}-", dir=folder.parent))
+    try:
+        save(staging)
+        staging.rename(folder)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -146,9 +165,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     sizes = TINY if args.tiny else REAL
     out: Path = args.out
+    if out.exists() and not out.is_dir():  # before the fine-tuning, not after it
+        parser.error(f"--out {out} is a file; give a folder (new, or this example's earlier --out)")
+    out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     my_model = out / "my-model"
-    if not (my_model / "config.json").is_file():
+    if not my_model.is_dir():  # saved whole or not at all (save_whole)
         fine_tune_plainly(my_model, sizes, args.tiny)
     data = ["--dataset", DATASET]
     fmm_fast("check", "--model", str(my_model), *data, *sizes.check, "--out", str(out / "check-plain"), "-q")

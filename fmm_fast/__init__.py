@@ -2,8 +2,10 @@
 
 One function per protocol, each the body of its command with the same options (snake_case) and
 defaults: `train`, `export`, `explain`, `evaluate`, `aopc`, `masf`, `roar`, `check`, `report`; `load` reads a
-result back from its folder. They are imported on first use, so `import fmm_fast` stays light (no
-NumPy, PyTorch or pandas): the evaluation-only install imports it without PyTorch.
+result back from its folder. Every argument is checked on entry: a wrong type or value raises
+`fmm_fast.UserError` (a ValueError and a TypeError) naming the argument and what to give. They are
+imported on first use, so `import fmm_fast` stays light (no NumPy, PyTorch or pandas): the
+evaluation-only install imports it without PyTorch.
 
     import fmm_fast
     trained = fmm_fast.train(dataset="movie-snippets", size=200, epochs=1, lr=1e-3)
@@ -48,6 +50,7 @@ _PUBLIC = {
     "Measure": "fmm_fast.measures.base",
     "ExplainBatch": "fmm_fast.measures.base",
     "measure": "fmm_fast.measures.plugins",
+    "UserError": "fmm_fast.core.errors",
 }
 __all__ = [*_PUBLIC, "__version__"]
 

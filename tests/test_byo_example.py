@@ -9,17 +9,28 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 from fmm_fast.core.records import read_record
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "bring_your_own_classifier.py"
 
 
-def test_bring_your_own_classifier_tiny(tmp_path, capsys, monkeypatch, one_torch_thread):
+@pytest.fixture
+def example(monkeypatch):
     spec = importlib.util.spec_from_file_location("bring_your_own_classifier", EXAMPLE)
-    example = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, example)  # its dataclass looks its module up
-    spec.loader.exec_module(example)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # its dataclass looks its module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bring_your_own_classifier_tiny(example, tmp_path, capsys, one_torch_thread):
+    killed = tmp_path / f"{example.STAGING_PREFIX}my-model-killed"  # what a kill mid-save leaves
+    killed.mkdir()
+    (killed / "config.json").write_text("{}")
     assert example.main(["--out", str(tmp_path), "--tiny"]) == 0
+    assert not killed.exists()  # cleared, never reused
     config = json.loads((tmp_path / "my-model" / "config.json").read_text())  # transformers' own folder
     assert config["id2label"] == {"0": "negative", "1": "positive"}
     assert not (tmp_path / "my-model" / "fmm_info.json").exists()
@@ -40,3 +51,24 @@ def test_bring_your_own_classifier_tiny(tmp_path, capsys, monkeypatch, one_torch
     assert f"$ fmm-fast check --model {tmp_path / 'my-model'} --dataset movie-snippets" in printed
     assert f"plain fine-tuning:  {plain['verdict']['text']}" in printed
     assert f"masked fine-tuning: {masked['verdict']['text']}" in printed
+
+
+def test_an_out_that_is_a_file_is_refused_before_the_fine_tuning(example, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(example, "fine_tune_plainly", lambda *a: pytest.fail("fine-tuned before the check"))
+    (tmp_path / "file").write_text("mine")
+    with pytest.raises(SystemExit) as exit_:
+        example.main(["--out", str(tmp_path / "file"), "--tiny"])
+    assert exit_.value.code == 2 and "is a file" in capsys.readouterr().err
+    assert (tmp_path / "file").read_text() == "mine"
+
+
+def test_a_save_killed_at_any_point_leaves_no_model_folder(example, tmp_path):
+    def killed_after_the_config(folder: Path) -> None:
+        (folder / "config.json").write_text("{}")
+        raise KeyboardInterrupt  # as a kill between save_pretrained's files
+
+    with pytest.raises(KeyboardInterrupt):
+        example.save_whole(tmp_path / "my-model", killed_after_the_config)
+    assert list(tmp_path.iterdir()) == []  # no my-model for the rerun to reuse, no staging left
+    example.save_whole(tmp_path / "my-model", lambda folder: (folder / "config.json").write_text("{}"))
+    assert [p.name for p in tmp_path.iterdir()] == ["my-model"]

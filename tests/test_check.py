@@ -192,7 +192,7 @@ def test_report_has_a_line_per_check(tiny_babi, tmp_path, capsys):
     (row,) = [line for line in table.splitlines() if line.startswith(f"| {onnx_path} |")]
     cells = [cell.strip() for cell in row.strip("|").split("|")]
     metric = record["metric"]
-    assert cells[1:4] == ["masked", "babi-1/test (n=12)", metric]
+    assert cells[1:4] == ["masked", "babi-1/test (12 examples)", metric]
     assert cells[4] == f"{100 * record['points'][0]['metrics'][metric]:.1f}"
     expected = "in distribution under masking" if record["verdict"]["in_distribution"] else "out of"
     assert cells[7].startswith(expected)

@@ -126,6 +126,7 @@ def test_stats_count_rows_tokens_padding_and_batches():
     backend = RecordingBackend(interaction_model(12))
     rows = distinct_rows(13, [3, 2, 5, 3])
     engine = MaskBatchEngine(backend, token_budget=8)
+    engine.owner = "first"
     engine.logits([*rows, rows[0]])
     # By length 2, 3, 3, 5 under 8 tokens: [2, 3] (padded to 3: one pad), [3], [5].
     assert [ids.shape for ids, _ in backend.batches] == [(2, 3), (1, 3), (1, 5)]
@@ -135,12 +136,17 @@ def test_stats_count_rows_tokens_padding_and_batches():
     assert stats == {
         "requested_rows": 5,
         "forward_rows": 4,
+        "shared_rows": 0,
         "forward_tokens": 13,
         "padded_tokens": 1,
         "batches": 3,
     }
     engine.logits(rows)  # all cached: requested grows, nothing else does
     assert engine.stats.requested_rows == 9 and engine.stats.batches == 3
+    engine.owner = "another"  # rows another owner ran count once as shared, then as its own
+    engine.logits([rows[0], rows[0], rows[1]])
+    engine.logits([rows[0]])
+    assert engine.stats.shared_rows == 2 and engine.stats.batches == 3
 
 
 def test_empty_requests_run_nothing():

@@ -21,6 +21,7 @@ from fmm_fast.backends.onnx_backend import OnnxBackend
 from fmm_fast.backends.torch_backend import TorchBackend
 from fmm_fast.cli import main
 from fmm_fast.core.datatypes import ModelInfo, pad_batch
+from fmm_fast.core.digest import content_sha256
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.threads import limited_threads, physical_cores
 from fmm_fast.export import onnx_export as export_module
@@ -172,7 +173,9 @@ def test_report_and_metadata_round_trip(roberta_checkpoint, roberta_onnx) -> Non
     assert backend.info.source == str(roberta_checkpoint.resolve())
     stored = {p.key: p.value for p in onnx.load(str(path), load_external_data=False).metadata_props}
     assert not Path(json.loads(stored[METADATA_INFO])["source"]).is_absolute()  # no one's directory layout
-    assert {**backend.info.__dict__, "source": ""} == {**info.__dict__, "source": ""}
+    exported = {"source": "", "source_digest": ""}  # where the checkpoint is, and its digest then
+    assert {**backend.info.__dict__, **exported} == {**info.__dict__, **exported}
+    assert backend.info.source_digest == content_sha256(roberta_checkpoint)
     assert backend.verification == report
     fp32 = report["checks"]["fp32"]
     assert fp32["max_abs_logit_diff"] <= 1e-4 and fp32["argmax_agreement"] == 1.0
@@ -495,3 +498,25 @@ def test_limited_threads_reach_onnx_runtime_torch_and_numba(roberta_onnx) -> Non
         assert inside.intra_op_num_threads == 1
         assert (torch.get_num_threads(), numba.get_num_threads()) == (1, 1)
     assert (torch.get_num_threads(), numba.get_num_threads()) == before
+
+
+def test_gradients_refuse_a_source_checkpoint_that_changed_since_the_export(
+    roberta_checkpoint, tmp_path
+) -> None:
+    """The .onnx stores its checkpoint's content digest: another model saved into that folder later is
+    refused (its gradients are not the .onnx file's model's), the unchanged folder is used."""
+    from fmm_fast.backends.loading import gradient_backend
+
+    checkpoint = tmp_path / "checkpoint"
+    model, tokenizer, info = load_checkpoint(roberta_checkpoint)
+    save_checkpoint(checkpoint, model, tokenizer, info)
+    export_onnx(checkpoint, tmp_path / "model.onnx")
+    loaded = load_model(tmp_path / "model.onnx")
+    assert gradient_backend(loaded).info.label_names == info.label_names
+    with torch.no_grad():
+        next(model.parameters()).add_(1.0)  # another model, saved where the export's source was
+    save_checkpoint(checkpoint, model, tokenizer, info)
+    with pytest.raises(
+        UserError, match=r"model.onnx' was exported from .*checkpoint', which has changed since"
+    ):
+        gradient_backend(load_model(tmp_path / "model.onnx"))

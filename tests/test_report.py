@@ -19,6 +19,7 @@ from fmm_fast.report.aggregate import aggregate, load_report
 from fmm_fast.report.load import load_result
 from fmm_fast.report.order import measure_sort_key
 from fmm_fast.report.plots import plot_p_values, plot_run_curves
+from fmm_fast.report.tables import render_timing_markdown
 from fmm_fast.report.write import write_report
 
 EXPORT = Path(__file__).resolve().parent.parent / "export"
@@ -152,13 +153,13 @@ def test_table_cells_dropped_seeds_and_files(results: Path, tmp_path: Path):
     table = (out / "table.md").read_text()
 
     masked = table_rows(table, "masked")
-    assert masked["Measure"] == ["Score", "babi-2 (n=2)", "sst2 (n=3)"]
+    assert masked["Measure"] == ["Score", "babi-2 (2 seeds × 100 examples)", "sst2 (3 seeds × 100 examples)"]
     # Canonical order, unknown measures last alphabetically.
     assert list(masked)[1:] == ["rand", "loo-sign", "loo-abs", "beam-sign-10", "abc-custom", "zz-custom"]
     # RACU [0.5, 0.6, 0.7]: mean 60.0, scipy's BCa interval is exactly [0.5, 0.7].
     assert masked["loo-abs"] == ["RACU", cell(BABI_LOO_ABS_RACU[:2]), "60.0 (−10.0/+10.0)"]
     assert masked["loo-sign"] == ["ACU", "", cell(SST2_LOO_SIGN_ACU)]
-    assert masked["beam-sign-10"] == ["ACU", "", cell([0.3, 0.4]) + " [n=2]"]
+    assert masked["beam-sign-10"] == ["ACU", "", cell([0.3, 0.4]) + " [2 seeds]"]
     assert masked["rand"] == ["RACU", "0.0 (−0.0/+0.0)", "0.0 (−0.0/+0.0)"]
     plain = table_rows(table, "plain")
     assert plain["loo-abs"] == ["RACU", "30.0"]  # one seed: no interval
@@ -280,30 +281,52 @@ def test_malformed_result_names_the_file(results: Path, tmp_path: Path, capsys, 
     assert not (tmp_path / "out" / "report.json").exists()
 
 
-def test_convergence_is_judged_on_the_run_with_most_examples(tmp_path: Path):
-    """A beam run on two examples (sorted first by path) must not decide; the curves run on 100 does."""
-    for seed, curves_unmasked, beam_unmasked in ((0, 0.99, 0.0), (1, 0.40, 1.0)):
+def test_runs_on_different_example_sets_are_kept_apart(tmp_path: Path, capsys):
+    """A beam run on two examples beside curves on 100: never averaged, never scored against the other's
+    rand; two columns whose headers say what n counts, a warning that says why."""
+    for seed in (0, 1):
         beam = {"rand": (0.0, 0.0), "beam-sign-10": (0.3, 1.8)}
-        write_result(tmp_path, "babi-2", "masked", seed, beam, beam_unmasked, subdir="a-beam", n_examples=2)
+        write_result(tmp_path, "sst2", "masked", seed, beam, 0.5, 0.1, subdir="a-beam", n_examples=2)
         curves = {"rand": (0.0, 0.0), "loo-abs": (0.2, 0.9)}
-        write_result(tmp_path, "babi-2", "masked", seed, curves, curves_unmasked, subdir="b-curves")
-    report = load_report([tmp_path])
-    assert report.groups[0].seeds == [0]
-    [dropped] = report.dropped
-    assert (dropped.seed, dropped.unmasked, dropped.n_examples) == (1, 0.40, 100)
+        write_result(tmp_path, "sst2", "masked", seed, curves, 0.9, 0.3, subdir="b-curves")
+    out = tmp_path / "report"
+    report = write_report([tmp_path], out).report
+    few, many = report.groups
+    assert (few.n_examples, list(few.measures)) == (2, ["rand", "beam-sign-10"])
+    assert (many.n_examples, list(many.measures)) == (100, ["rand", "loo-abs"])
+    assert few.unmasked.values.tolist() == [0.5, 0.5] and many.unmasked.values.tolist() == [0.9, 0.9]
+    assert "kept apart (2 examples; 100 examples)" in capsys.readouterr().err
+    header = table_rows((out / "table.md").read_text(), "masked")["Measure"]
+    assert header == [
+        "Score",
+        "sst2 · 2 examples (2 seeds × 2 examples)",
+        "sst2 · 100 examples (2 seeds × 100 examples)",
+    ]
+    assert {p.name for p in out.glob("curves-*.png")} == {
+        "curves-sst2-masked-2_examples.png",
+        "curves-sst2-masked-100_examples.png",
+    }
 
 
-@pytest.mark.parametrize(("beam_dir", "curves_dir"), [("a-beam", "b-curves"), ("b-beam", "a-curves")])
-def test_unmasked_metric_comes_from_the_run_with_most_examples(tmp_path: Path, beam_dir, curves_dir):
-    """Whichever file sorts first by path, the seed's unmasked and fully masked metric are the curves'."""
-    for seed, curves_unmasked in ((0, 0.90), (1, 0.92)):
-        beam = {"rand": (0.0, 0.0), "beam-sign-10": (0.3, 1.8)}
-        write_result(tmp_path, "sst2", "masked", seed, beam, 0.5, 0.1, subdir=beam_dir, n_examples=2)
-        curves = {"rand": (0.0, 0.0), "loo-abs": (0.2, 0.9)}
-        write_result(tmp_path, "sst2", "masked", seed, curves, curves_unmasked, 0.3, subdir=curves_dir)
-    (group,) = load_report([tmp_path]).groups
-    assert group.unmasked.values.tolist() == [0.90, 0.92]
-    assert group.fully_masked.values == pytest.approx([0.3, 0.3])
+def test_classifiers_trained_elsewhere_are_models_not_seeds(tmp_path: Path, capsys):
+    """Two imported classifiers (strategy unknown) are two columns, never two seeds of one model."""
+    for seed, folder in ((0, "/models/first"), (1, "/models/second")):
+        path = write_result(
+            tmp_path, "sst2", "unknown", seed, {"rand": (0.0, 0.0), "loo-abs": (0.2, 0.5)}, 0.9
+        )
+        record = json.loads(path.read_text())
+        record["model"] |= {"trained_by": "elsewhere", "source": folder}
+        path.write_text(json.dumps(record))
+    groups = load_report([tmp_path]).groups
+    assert [(g.variant, g.seeds) for g in groups] == [("first", [0]), ("second", [1])]
+    assert "different models or example sets are kept apart (first; second)" in capsys.readouterr().err
+
+
+def test_two_rand_curves_of_one_seed_that_differ_are_refused(tmp_path: Path):
+    write_result(tmp_path, "sst2", "masked", 0, {"rand": (0.0, 0.0), "loo-abs": (0.1, 0.5)}, 0.9, subdir="a")
+    write_result(tmp_path, "sst2", "masked", 0, {"rand": (0.0, 0.0), "grad-l2": (0.1, 0.5)}, 0.8, subdir="b")
+    with pytest.raises(UserError, match=r"rand curves of seed 0 in .* differ"):
+        load_report([tmp_path])
 
 
 def test_dropped_seed_on_few_examples_says_it_cannot_tell(tmp_path: Path):
@@ -421,7 +444,7 @@ def test_a_local_file_is_shown_by_its_stem(tmp_path: Path):
     out = tmp_path / "report"
     write_report([tmp_path / "runs"], out)
     written = "".join(p.read_text() for p in out.glob("*.md"))
-    assert "sms (n=1)" in written and "/home/someone" not in written
+    assert "sms (1 seed × 100 examples)" in written and "/home/someone" not in written
     assert [p.name for p in out.glob("*.png")] == ["curves-sms-masked.png"]
 
 
@@ -466,7 +489,9 @@ def test_html_report_is_one_self_contained_file(results: Path, tmp_path: Path, c
     page = (out / "report.html").read_text()
     for heading in ("Faithfulness: RACU and ACU", "MaSF: are masked inputs in distribution?", "Figures"):
         assert f">{heading}</h2>" in page
-    assert "<td>0.001 ✗</td>" in page and "sst2 (n=3)" in page  # MaSF verdicts; the scores table
+    assert (
+        "<td>0.001 ✗</td>" in page and "sst2 (3 seeds × 100 examples)" in page
+    )  # MaSF verdicts; the scores table
     assert "<td>split (p-value floor 0.01)</td>" in page and "saturates" not in page
     figures = sorted(p.name for p in out.glob("*.png") if p.name != "stale.png")
     assert "masf.png" in figures and page.count('<img src="data:image/png;base64,') == len(figures)
@@ -493,3 +518,25 @@ def test_runs_of_other_erasure_units_are_other_groups_named_by_their_unit(tmp_pa
     write_report([tmp_path], out)
     assert "| sst2 (n=1) | sst2, word units (n=1) |" in (out / "table.md").read_text()
     assert (out / "curves-sst2-masked-word.png").is_file() and (out / "curves-sst2-masked.png").is_file()
+
+
+def test_a_measure_s_passes_are_its_own_and_shared_rows_are_said(tiny_babi, tmp_path: Path):
+    """loo-sign beside loo-abs runs fewer rows than alone: exactly the rows it took from loo-abs's passes,
+    which the record and timing.md give as its shared rows (counted once, under the measure that ran them)."""
+    import fmm_fast
+
+    _, onnx_path, data = tiny_babi
+    common = {"dataset": "babi-1", **data, "limit": 4, "quiet": True}
+    beside = fmm_fast.evaluate(onnx_path, out=tmp_path / "beside", measure=["loo-abs", "loo-sign"], **common)
+    alone = fmm_fast.evaluate(onnx_path, out=tmp_path / "alone", measure=["loo-sign"], **common)
+    sign_beside = beside.record["measures"]["loo-sign"]
+    sign_alone = alone.record["measures"]["loo-sign"]
+    assert sign_beside["shared_rows"] > sign_alone["shared_rows"]  # alone it shares only rand's rows
+    needed = [m["forward_passes"] + m["shared_rows"] for m in (sign_beside, sign_alone)]
+    assert needed[0] == needed[1]  # the rows it needs, whoever ran them
+    assert beside.record["measures"]["rand"]["shared_rows"] == 0  # it runs first: every row is its own
+    timing = render_timing_markdown(load_report([tmp_path / "beside"]))
+    assert (
+        "Rows from other measures' passes" in timing
+        and "counted under the measure that ran it first" in timing
+    )

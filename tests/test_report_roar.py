@@ -166,10 +166,10 @@ def test_roar_beside_no_retraining(tmp_path: Path, capsys):
     section = rows(table, "movie-snippets: Recursive ROAR, plain retraining (seeds 0, 1, 2)\n")
     assert section["Measure"] == [
         "Score",
-        "Recursive ROAR: plain model retrained at every step (n=3)",
+        "Recursive ROAR: plain model retrained at every step (3 seeds)",
         "Clipped RACU",
-        "No retraining: plain step-0 model (n=3)",
-        "No retraining: masked model (evaluate) (n=3)",
+        "No retraining: plain step-0 model (3 seeds)",
+        "No retraining: masked model (evaluate) (3 seeds)",
     ]
     assert list(section)[1:] == ["rand", "grad-l2", "loo-sign", "loo-abs"]
     # The paper's pair: ROAR RACU (18, 27, 36 → 27.0) beside the masked model's RACU without retraining.
@@ -310,8 +310,8 @@ def test_no_retraining_scored_at_roar_ratios(tmp_path: Path, capsys):
     table = (tmp_path / "report" / "roar.md").read_text()
     section = rows(table, "movie-snippets: Recursive ROAR, plain retraining (seed 0)\n")
     assert section["Measure"][3:] == [
-        "No retraining: plain step-0 model, at ROAR's ratios (n=1)",
-        "No retraining: masked model (evaluate), at ROAR's ratios (n=3)",
+        "No retraining: plain step-0 model, at ROAR's ratios (1 seed)",
+        "No retraining: masked model (evaluate), at ROAR's ratios (3 seeds)",
     ]
     assert section["grad-l2"] == [
         "RACU",
@@ -354,8 +354,8 @@ def test_no_retraining_off_roar_ratios_is_marked_and_noted(tmp_path: Path, capsy
     table = (tmp_path / "report" / "roar.md").read_text()
     section = rows(table, "movie-snippets: Recursive ROAR, plain retraining (seed 0)\n")
     assert section["Measure"][3:] == [
-        "No retraining: plain step-0 model, on its own ratios (see Left out) (n=1)",
-        "No retraining: masked model (evaluate), on its own ratios (see Left out) (n=3)",
+        "No retraining: plain step-0 model, on its own ratios (see Left out) (1 seed)",
+        "No retraining: masked model (evaluate), on its own ratios (see Left out) (3 seeds)",
     ]
     assert section["grad-l2"][3:] == [cell(STEP0_SCORES["grad-l2"][:1]), cell(MASKED_SCORES["grad-l2"])]
     notes = [line for line in table.splitlines() if "compare with ROAR's only roughly" in line]
@@ -381,7 +381,7 @@ def test_recursive_and_non_recursive_are_separate_groups(tmp_path: Path, capsys)
     single = rows(table, "movie-snippets: ROAR (non-recursive)")
     assert single["Measure"] == [
         "Score",
-        "ROAR (non-recursive): plain model retrained at every step (n=1)",
+        "ROAR (non-recursive): plain model retrained at every step (1 seed)",
         "Clipped RACU",
     ]
     assert single["grad-l2"] == ["RACU", "18.0", "18.0"]  # one seed: no interval
@@ -403,12 +403,12 @@ def test_incomplete_run_is_reported_as_such(tmp_path: Path, capsys):
     section = rows(table, "movie-snippets: Recursive ROAR, plain retraining (seeds 0, 1, 2) (incomplete)")
     assert section["grad-l2"][:3] == [
         "RACU",
-        cell(RACU["grad-l2"][:2]) + " [n=2]",
-        cell(RACU["grad-l2"][:2]) + " [n=2]",
+        cell(RACU["grad-l2"][:2]) + " [2 seeds]",
+        cell(RACU["grad-l2"][:2]) + " [2 seeds]",
     ]
     assert section["loo-abs"][:3] == ["RACU", "not finished", ""]
     assert section["loo-sign"][1] == cell(ACU["loo-sign"])
-    assert section["Measure"][3] == "No retraining: plain step-0 model (n=2)"  # seeds 0 and 2
+    assert section["Measure"][3] == "No retraining: plain step-0 model (2 seeds)"  # seeds 0 and 2
     assert section["grad-l2"][3] == cell([0.30, 0.34])
     assert f"- {roar / 'result.json'} is not finished: rerun its `fmm-fast roar` to finish it\n" in table
     assert (

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from fmm_fast.api.arguments import checked_arguments
 from fmm_fast.api.inputs import model_source, run_folder
 from fmm_fast.api.options import backend_arguments, data_arguments, engine_arguments
 from fmm_fast.api.results import Check
@@ -40,6 +41,7 @@ def parse_ratios(ratios: str | Sequence[float]) -> tuple[float, ...]:
         ) from None
 
 
+@checked_arguments
 @backend_arguments()
 @engine_arguments(explain_rows=False)
 @data_arguments(limit=DEFAULT_CHECK_LIMIT)

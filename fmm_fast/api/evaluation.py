@@ -10,6 +10,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fmm_fast.api.arguments import checked_arguments
 from fmm_fast.api.inputs import (
     as_list,
     measure_arguments,
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
 CURVE_FILES = ("curves.csv", "curves.png")
 
 
+@checked_arguments
 @scale_arguments()
 @backend_arguments()
 @engine_arguments()

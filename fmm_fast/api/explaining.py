@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from fmm_fast.api.arguments import checked_arguments
 from fmm_fast.api.explanations import Explanations
 from fmm_fast.api.inputs import (
     measure_arguments,
@@ -80,6 +81,7 @@ def explain_record(
     return record if workers is None else {**record, "workers": workers}
 
 
+@checked_arguments
 @scale_arguments()
 @backend_arguments()
 @engine_arguments()

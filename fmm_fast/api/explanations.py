@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fmm_fast.api.arguments import checked_arguments
 from fmm_fast.api.batches import Explanation, load_explanations, save_explanations
 
 if TYPE_CHECKING:
@@ -28,10 +29,12 @@ class Explanations(list[Explanation]):
         self.about = list(about or [])
 
     @classmethod
+    @checked_arguments
     def load(cls, path: str | Path) -> Explanations:
         """The explanations a .jsonl of `fmm-fast explain` (or save()) holds."""
         return cls(load_explanations(Path(path)), [f"from {path}"])
 
+    @checked_arguments
     def save(self, path: str | Path) -> Path:
         """Write the .jsonl `fmm-fast explain --out` writes (load() and `fmm-fast aopc` read it)."""
         save_explanations(Path(path), list(self))

@@ -7,11 +7,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from fmm_fast.api.arguments import checked_arguments
 from fmm_fast.api.inputs import label_names, model_source, run_folder
 from fmm_fast.core.optional_deps import TRAIN
 from fmm_fast.core.outputs import check_file, output_lock
 
 
+@checked_arguments
 def export(
     *,
     model: Any,

@@ -39,7 +39,7 @@ def model_source(model: Any) -> Any:
         )
     if isinstance(model, str | Path):
         return Path(model)
-    if _is_loaded_pair(model):
+    if is_loaded_pair(model):
         return saved_pair(*model)
     folder = getattr(model, "model_dir", None)  # a Training result
     return Path(folder) if folder is not None else model
@@ -47,11 +47,11 @@ def model_source(model: Any) -> Any:
 
 def model_sources(model: Any) -> list[Any]:
     """model_source of each model of a repeatable --model: one model, or a list or tuple of them."""
-    several = isinstance(model, list | tuple) and not _is_loaded_pair(model)
+    several = isinstance(model, list | tuple) and not is_loaded_pair(model)
     return [model_source(m) for m in (model if several else [model])]
 
 
-def _is_loaded_pair(model: Any) -> bool:
+def is_loaded_pair(model: Any) -> bool:
     """Whether `model` is (a transformers model, its tokenizer): two objects that save_pretrained."""
     return (
         isinstance(model, tuple)
@@ -66,6 +66,7 @@ def saved_pair(model: Any, tokenizer: Any) -> Path:
     same pair given again is the same model (a run resumes) and a changed one another. The folder is then
     read like any save_pretrained folder (labels, special tokens, pair encoding from it; a slow tokenizer
     is refused there with one line)."""
+    _check_pair_fits(model, tokenizer)
     models = cache_directory() / "models"
     models.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=models))
@@ -81,6 +82,18 @@ def saved_pair(model: Any, tokenizer: Any) -> Path:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return folder
+
+
+def _check_pair_fits(model: Any, tokenizer: Any) -> None:
+    """UserError when the tokenizer of a (model, tokenizer) pair has ids the model has no embedding for
+    (another model's tokenizer): every command would index past the embedding."""
+    embeddings = getattr(model, "get_input_embeddings", lambda: None)()
+    rows = getattr(embeddings, "num_embeddings", None)
+    if rows is not None and len(tokenizer) > rows:
+        raise UserError(
+            f"model=: the pair's tokenizer has {len(tokenizer)} tokens, but its model embeds only {rows}; "
+            "give the tokenizer the model was trained with, as (model, tokenizer)"
+        )
 
 
 def label_names(labels: str | Sequence[str] | None) -> list[str] | None:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from fmm_fast.api.arguments import checked_arguments
 from fmm_fast.api.inputs import as_list, model_sources, run_folder
 from fmm_fast.api.options import backend_arguments, data_arguments, engine_arguments, scale_arguments
 from fmm_fast.api.results import Masf
@@ -28,6 +29,7 @@ from fmm_fast.protocols.masf.reduction import DEFAULT_SPLIT_COMPONENTS
 MASF_FILES = ("state", "masf.json", "p_values.csv", "masf.png")  # what a masf --out holds
 
 
+@checked_arguments
 @scale_arguments()
 @backend_arguments()
 @engine_arguments(explain_rows=False)

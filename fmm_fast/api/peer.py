@@ -10,6 +10,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from fmm_fast.api.arguments import checked_arguments
 from fmm_fast.api.inputs import (
     as_list,
     measure_arguments,
@@ -43,6 +44,7 @@ from fmm_fast.data.options import DataOptions, open_split
 from fmm_fast.measures.external import load_explanations
 
 
+@checked_arguments
 @backend_arguments()
 @engine_arguments()
 @data_arguments()

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from fmm_fast.api.arguments import checked_arguments
 from fmm_fast.api.inputs import as_list, run_folder
 from fmm_fast.api.results import Report
 from fmm_fast.core.errors import UserError
@@ -17,6 +18,7 @@ from fmm_fast.core.outputs import output_lock
 FILE_CLOCK_SLACK_NS = 50_000_000
 
 
+@checked_arguments
 def report(
     dirs: str | Path | Any | Sequence[str | Path | Any],
     *,

@@ -9,14 +9,19 @@ and `load(dir)` reads them back, both through core.records. pandas and matplotli
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from fmm_fast.api.arguments import checked_arguments
 from fmm_fast.core.errors import UserError
-from fmm_fast.core.records import read_record, write_record
+from fmm_fast.core.outputs import claim_directory, finish_run, output_lock, read_marker
+from fmm_fast.core.reading import read_checked
+from fmm_fast.core.records import write_record
 
 MODEL_DIR = "model"  # training.train.MODEL_DIR, the checkpoint folder (that module imports PyTorch)
 
@@ -46,7 +51,7 @@ class RunResult(ABC):
                 f"fmm_fast.{self.COMMAND}) wrote, or a result's save() folder"
             )
         self.records: dict[str, dict[str, Any]] = {
-            str(file.relative_to(self.path)): read_record(file) for file in files
+            str(file.relative_to(self.path)): read_result_file(file) for file in files
         }
 
     def _holds_tables(self) -> bool:
@@ -54,17 +59,38 @@ class RunResult(ABC):
         return False
 
     @classmethod
+    @checked_arguments
     def load(cls, directory: str | Path) -> RunResult:
         """The result saved in (or written by its command to) `directory`."""
         return cls(directory)
 
+    @checked_arguments
     def save(self, directory: str | Path) -> Path:
-        """Write every record to `directory` (created), where load() and `fmm-fast report` read them."""
+        """Write every record to `directory` (created), where load() and `fmm-fast report` read them.
+
+        `directory` is claimed as the commands claim their --out (core.outputs): it must be new, empty, or
+        hold this same run (saved before, or written by its command); UserError when it holds another run
+        or files fmm-fast did not write, so nothing of either is overwritten or merged into this one."""
         directory = Path(directory)
-        for name, record in self.records.items():
-            (directory / name).parent.mkdir(parents=True, exist_ok=True)
-            write_record(directory / name, record)
+        kind, fields = self.identity()
+        entries = sorted({Path(name).parts[0] for name in self.records})
+        with output_lock(directory):
+            claim_directory(directory, kind, fields, files=entries)
+            for name, record in self.records.items():
+                (directory / name).parent.mkdir(parents=True, exist_ok=True)
+                write_record(directory / name, record)
+            finish_run(directory)
         return directory
+
+    def identity(self) -> tuple[str, dict[str, Any]]:
+        """(kind, fingerprint fields) of the run these records are: its folder's run marker's, so a saved
+        copy is the same run (resumed, and counted once by report); a folder without a marker (a copy made
+        by hand): the command's name and the digest of the records."""
+        marker = read_marker(self.path)
+        if marker is not None:
+            return marker["kind"], marker["fields"]
+        content = json.dumps(self.records, sort_keys=True, default=str).encode()
+        return self.COMMAND, {"records": hashlib.sha256(content).hexdigest()}
 
     @property
     def record(self) -> dict[str, Any]:
@@ -99,6 +125,12 @@ class RunResult(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.path)!r})"
+
+
+def read_result_file(path: Path) -> dict[str, Any]:
+    """A record file of a result; UserError naming the file when it is damaged (not a JSON object)."""
+    fix = "rerun the command that wrote it, or save() the result again"
+    return read_checked(path, dict, fix)
 
 
 def figure_html(figure: Figure) -> Html:
@@ -404,6 +436,7 @@ class Report(RunResult):
 RESULTS: tuple[type[RunResult], ...] = (Masf, Check, Roar, Training, Report)
 
 
+@checked_arguments
 def load(directory: str | Path) -> RunResult:
     """The result a function or command wrote to (or a result saved to) `directory`: Evaluation,
     PeerMetrics, Masf, Check, Roar, Training or Report, told apart by the files there.
@@ -418,7 +451,8 @@ def load(directory: str | Path) -> RunResult:
     if seeds:
         from fmm_fast.protocols.aopc import RECORD_KIND
 
-        return (PeerMetrics if read_record(seeds[0]).get("kind") == RECORD_KIND else Evaluation)(directory)
+        peer = read_result_file(seeds[0]).get("kind") == RECORD_KIND
+        return (PeerMetrics if peer else Evaluation)(directory)
     raise UserError(
         f"{directory} holds no result of fmm-fast (seed-S/result.json, masf.json, check.json, result.json, "
         "run.json or report.json); pass a folder a function or command wrote"

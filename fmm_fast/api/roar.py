@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from fmm_fast.api.arguments import checked_arguments
 from fmm_fast.api.inputs import as_list, measure_arguments, run_folder
 from fmm_fast.api.options import (
     backend_arguments,
@@ -30,6 +31,7 @@ from fmm_fast.distributed.runtime import ScaleOptions
 from fmm_fast.training.base_models import TINY_ROBERTA
 
 
+@checked_arguments
 @scale_arguments()
 @backend_arguments(provider=False)
 @engine_arguments()

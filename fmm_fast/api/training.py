@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from fmm_fast.api.arguments import checked_arguments
 from fmm_fast.api.inputs import label_names, model_source, run_folder
 from fmm_fast.api.options import backend_arguments, data_arguments, training_arguments
 from fmm_fast.api.results import Training
@@ -19,6 +20,7 @@ from fmm_fast.data.options import DataOptions
 from fmm_fast.training.base_models import TINY_ROBERTA
 
 
+@checked_arguments
 @backend_arguments(provider=False)
 @training_arguments()
 @data_arguments(split=False, dataset_required=True, units=False)

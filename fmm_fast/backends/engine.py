@@ -27,6 +27,7 @@ DEFAULT_TOKEN_BUDGET = 2048
 class EngineStats:
     requested_rows: int = 0  # rows asked for
     forward_rows: int = 0  # rows actually run through the model
+    shared_rows: int = 0  # rows served from the cache that another owner's passes ran (MaskBatchEngine.owner)
     forward_tokens: int = 0  # non-padding tokens run through the model
     padded_tokens: int = 0  # padding positions run through the model
     batches: int = 0
@@ -44,6 +45,8 @@ class MaskBatchEngine:
     an erasure step serves as the leave-one-out reference of the next step without running again.
     keep_signals: every forward pass also computes the rows' MaSF signals and the cache keeps them beside
     the logits, so `signals()` of rows that `logits()` just scored runs nothing (one pass serves both).
+    owner: who asks now (erasure sets each measure's name): a cached row that another owner's pass ran
+    counts in stats.shared_rows, so each measure's cost can say which rows another measure paid for.
     """
 
     def __init__(
@@ -64,6 +67,8 @@ class MaskBatchEngine:
         self.stats = EngineStats()
         self._cache: OrderedDict[bytes, np.ndarray] = OrderedDict()
         self._signal_cache: dict[bytes, np.ndarray] = {}  # keep_signals only; evicted with _cache
+        self.owner = ""
+        self._owners: dict[bytes, str] = {}  # who ran each cached row; evicted with _cache
 
     @property
     def info(self):
@@ -74,9 +79,13 @@ class MaskBatchEngine:
         self.stats.requested_rows += len(sequences)
         keys = [np.asarray(s, dtype=np.int64).tobytes() for s in sequences]
         missing: dict[bytes, np.ndarray] = {}
+        shared: set[bytes] = set()
         for key, seq in zip(keys, sequences, strict=True):
             if key in self._cache:
                 self._cache.move_to_end(key)
+                if self._owners.get(key, "") not in ("", self.owner):  # "": the run's own shared points
+                    shared.add(key)
+                    self._owners[key] = self.owner  # asked again, it is a hit alone too: counted once
             elif key not in missing:
                 missing[key] = np.asarray(seq, dtype=np.int64)
         fresh: dict[bytes, np.ndarray] = {}
@@ -88,6 +97,7 @@ class MaskBatchEngine:
             fresh.update(zip(batch_keys, output.logits, strict=True))
             if output.signals is not None:
                 fresh_signals.update(zip(batch_keys, output.signals, strict=True))
+        self.stats.shared_rows += len(shared)
         num_labels = self.info.num_labels
         out = np.empty((len(sequences), num_labels), dtype=np.float32)
         for row, key in enumerate(keys):
@@ -152,11 +162,13 @@ class MaskBatchEngine:
         if self.cache_rows <= 0:
             return
         self._cache.update(fresh)
+        self._owners.update(dict.fromkeys(fresh, self.owner))
         if self.keep_signals:
             self._signal_cache.update(signals)
         while len(self._cache) > self.cache_rows:
             evicted, _ = self._cache.popitem(last=False)
             self._signal_cache.pop(evicted, None)
+            self._owners.pop(evicted, None)
 
 
 def mask_positions(input_ids: np.ndarray, masks: np.ndarray, mask_id: int) -> list[np.ndarray]:

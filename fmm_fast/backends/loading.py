@@ -14,6 +14,7 @@ from fmm_fast.backends.base import Backend, GradientBackend
 from fmm_fast.backends.options import BackendOptions
 from fmm_fast.backends.precision import Precision, cpu_has_native_bf16, no_native_bf16, resolve_precision
 from fmm_fast.core.datatypes import ModelInfo
+from fmm_fast.core.digest import content_sha256
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.optional_deps import TRAIN
 from fmm_fast.training.checkpoint_layout import is_model_folder
@@ -184,6 +185,18 @@ def _load_checkpoint(path: Path, device: str, precision: str) -> LoadedModel:
     return LoadedModel(backend, tokenizer, str(path), precision)
 
 
+def check_unchanged_source(loaded: LoadedModel) -> None:
+    """UserError when the checkpoint folder an .onnx file was exported from holds another model now (its
+    content digest differs from the one the export stored): its gradients would not be the .onnx file's
+    model's. An export older than the digest is taken on trust."""
+    stored, source = loaded.info.source_digest, loaded.info.source
+    if stored and content_sha256(source) != stored:
+        raise UserError(
+            f"'{loaded.path}' was exported from '{source}', which has changed since (another model was saved "
+            f"there): re-export it with `fmm-fast export --model {source}`, or pass --model {source} itself"
+        )
+
+
 def gradient_backend(loaded: LoadedModel, options: BackendOptions = BackendOptions()) -> GradientBackend:
     """The backend gradient measures run on: the model itself, or the model folder an ONNX file came from
     (on options.device, in the loaded model's precision: PyTorch autocast for bf16)."""
@@ -191,6 +204,7 @@ def gradient_backend(loaded: LoadedModel, options: BackendOptions = BackendOptio
         return loaded.backend
     source = loaded.info.source
     if source and is_model_folder(source):
+        check_unchanged_source(loaded)
         checkpoint = load_model(source, replace(options, precision=loaded.precision))
         return checkpoint.backend  # type: ignore[return-value]
     raise UserError(

@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         code = app(args=argv, standalone_mode=False)  # without standalone mode, typer.Exit(n) returns n
     except UserError as error:
-        print(f"fmm-fast: error: {_one_line(str(error))}", file=sys.stderr)
+        print(f"fmm-fast: error: {_one_line(error.command_message)}", file=sys.stderr)
         return 2
     except OSError as error:  # a full, read-only or forbidden disk is not a bug of fmm-fast: one line
         line = disk_error_line(error)

@@ -101,6 +101,7 @@ class ModelInfo:
     strategy: str = "unknown"  # plain | masked | only-masked | unknown
     dataset: str = ""
     source: str = ""  # the PyTorch checkpoint this model came from, if any
+    source_digest: str = ""  # core.digest.content_sha256 of `source` when exported: a changed one is refused
     trained_precision: str = "fp32"  # what training's forward passes ran in (fp32 before --precision)
     trained_by: str = "fmm-fast"  # fmm-fast | elsewhere (a Hugging Face classifier imported as it is)
 

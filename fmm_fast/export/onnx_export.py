@@ -30,6 +30,7 @@ from tokenizers import Tokenizer
 from torch import nn
 
 from fmm_fast.core.datatypes import ModelInfo, pad_batch, trained_in, unpad
+from fmm_fast.core.digest import content_sha256
 from fmm_fast.core.disk_errors import naming
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.records import dumps_record
@@ -125,7 +126,12 @@ def export_onnx(
     check_export_options(out_path, opset, quantize, fp16)
     checkpoint = resolve_model_dir(checkpoint_dir).resolve()
     model, tokenizer, info = open_classifier(checkpoint, label_names)
-    info = replace(info, dataset=display_name(info.dataset), source=stored_source(checkpoint, out_path))
+    info = replace(
+        info,
+        dataset=display_name(info.dataset),
+        source=stored_source(checkpoint, out_path),
+        source_digest=content_sha256(checkpoint),  # gradient measures refuse the folder once it changes
+    )
     batches = verification_batches(tokenizer, info, verify_examples)
     # The reference is what TorchBackend computes: the model as loaded, before the attention switch below.
     reference = [_torch_outputs(model, batch) for batch in batches]

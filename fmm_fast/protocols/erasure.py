@@ -291,6 +291,8 @@ def erasure_result(
             "racu": racu,
             "seconds": float(states[name]["seconds"]),
             "forward_passes": int(states[name]["forward_passes"]),
+            # rows this measure took from another's passes (counted there): alone it would run them too
+            "shared_rows": int(states[name].get("shared_rows", 0)),
         }
         for name, (acu, racu) in scores.items()
     }
@@ -317,6 +319,7 @@ MEASURE_STATE = {
     "fixed_scores": (None, [[float]]),
     "seconds": float,
     "forward_passes": int,
+    "shared_rows?": int,  # absent from states of older versions
 }
 
 
@@ -410,6 +413,7 @@ class ErasureRun:
             "fixed_scores": None,
             "seconds": 0.0,
             "forward_passes": 0,
+            "shared_rows": 0,
         }
         steps_total = len(RATIOS) - 1
         done = len(state["curve"]) - 1
@@ -417,6 +421,7 @@ class ErasureRun:
             return state
         progress = self._progress(name, (steps_total - done) * len(self.split))
         started, rows_before = time.perf_counter(), self.engine.stats.forward_rows
+        self.engine.owner, shared_before = name, self.engine.stats.shared_rows
         steps = erasure_steps(
             spec,
             self.settings.seed,
@@ -443,7 +448,9 @@ class ErasureRun:
             now = time.perf_counter()
             state["seconds"] += now - started
             state["forward_passes"] += self.engine.stats.forward_rows - rows_before
+            state["shared_rows"] = state.get("shared_rows", 0) + self.engine.stats.shared_rows - shared_before
             started, rows_before = now, self.engine.stats.forward_rows
+            shared_before = self.engine.stats.shared_rows
             self._save_state(name, state)
         if progress is not None:
             progress.close()

@@ -5,6 +5,7 @@ Seeds whose model did not converge are dropped (docs/method.md §5); one run per
 
 from __future__ import annotations
 
+import sys
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +26,11 @@ from fmm_fast.report.load import EvaluationResult, RoarResult, read_results
 from fmm_fast.report.order import BASELINE_MEASURE, measure_sort_key, strategy_sort_key
 
 BAND_PERCENTILES = (2.5, 97.5)
+
+
+def seeds_text(count: int) -> str:
+    """A count of seeds in words ("1 seed", "3 seeds"): every n the tables show says what it counts."""
+    return f"{count} seed{'s' * (count != 1)}"
 
 
 @dataclass(frozen=True)
@@ -77,10 +83,12 @@ class CurveScores:
 
 @dataclass(frozen=True)
 class MeasureReport(CurveScores):
-    """One measure of an erasure run aggregated over the kept seeds. seconds, forward_passes: (n,) float64."""
+    """One measure of an erasure run aggregated over the kept seeds. seconds, forward_passes, shared_rows:
+    (n,) float64 (shared_rows: rows it took from another measure's passes, which counted them)."""
 
     seconds: np.ndarray
     forward_passes: np.ndarray
+    shared_rows: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -100,11 +108,20 @@ class GroupReport:
     files: list[Path]
     machines: dict[str, int]  # where the kept runs computed (load.machine_text) -> how many runs
     unit: str = DEFAULT_UNIT  # the erasure unit its runs masked (runs of other units: other groups)
+    n_examples: int = 0  # of every run of the group (one example set)
+    variant: str = ""  # what sets it apart from other groups of its (dataset, strategy, unit); "" when alone
 
     @property
     def label(self) -> str:
-        """The dataset as tables and plots name the group: with its unit unless tokens."""
-        return self.dataset if self.unit == DEFAULT_UNIT else f"{self.dataset}, {self.unit} units"
+        """The dataset as tables and plots name the group: with its unit unless tokens, and the variant
+        where its (dataset, strategy, unit) has several groups."""
+        label = self.dataset if self.unit == DEFAULT_UNIT else f"{self.dataset}, {self.unit} units"
+        return f"{label} · {self.variant}" if self.variant else label
+
+    @property
+    def counts(self) -> str:
+        """What its column's n counts: "3 seeds × 100 examples"."""
+        return f"{seeds_text(len(self.seeds))} × {self.n_examples} examples"
 
 
 @dataclass(frozen=True)
@@ -196,17 +213,54 @@ def _measure_report(name: str, runs_by_seed: dict[int, list[EvaluationResult]]) 
         curves=np.stack([run.curve for run in runs]),
         seconds=np.array([run.seconds for run in runs]),
         forward_passes=np.array([run.forward_passes for run in runs]),
+        shared_rows=np.array([run.shared_rows for run in runs]),
         racu_undefined=sorted({run.racu_undefined for run in runs if run.racu_undefined}),
     )
 
 
-def _representative_run(seed_results: Sequence[EvaluationResult]) -> EvaluationResult:
-    """The run that speaks for a seed's model: the one on the most examples (on a tie the first given).
+def _check_one_rand(seed: int, results: Sequence[EvaluationResult]) -> None:
+    """UserError when files of one seed (one model, one example set) hold `rand` curves that differ:
+    neither may silently stand for the other."""
+    holders = [r for r in results if BASELINE_MEASURE in r.measures]
+    first = holders[0].measures[BASELINE_MEASURE].curve if holders else None
+    for other in holders[1:]:
+        if not np.allclose(other.measures[BASELINE_MEASURE].curve, first, rtol=0, atol=1e-12):
+            raise UserError(
+                f"the {BASELINE_MEASURE} curves of seed {seed} in {holders[0].path} and {other.path} differ "
+                "(runs of one model on one example set draw the same rand); report them one at a time"
+            )
 
-    A seed may spread its measures over several files; a beam run on a handful of examples must decide
-    neither convergence nor the seed's unmasked and fully masked metric, whatever the files' paths.
-    """
-    return max(seed_results, key=lambda r: r.n_examples)
+
+def _variants(results: Sequence[EvaluationResult]) -> dict[tuple[str, str], str]:
+    """(model, examples) -> the words that set its runs apart from the other runs of one (dataset,
+    strategy): the model's folder name, the number of examples, or both; "" when there is one group."""
+    keys = list(dict.fromkeys((r.model, r.examples) for r in results))
+    if len(keys) == 1:
+        return {keys[0]: ""}
+    counts = {r.examples: r.n_examples for r in results}
+    models = {model for model, _ in keys}
+    sets = {examples for _, examples in keys}
+    variants = {}
+    for model, examples in keys:
+        words = []
+        if len(models) > 1:
+            words.append(Path(model).name or "fmm-fast")
+        if len(sets) > 1:
+            words.append(f"{counts[examples]} examples")
+        variants[(model, examples)] = ", ".join(words)
+    if len(set(variants.values())) != len(variants):  # same count, other options: number them
+        variants = {key: f"{words} #{i + 1}" for i, (key, words) in enumerate(variants.items())}
+    return variants
+
+
+def _warn_kept_apart(dataset: str, strategy: str, variants: dict[tuple[str, str], str]) -> None:
+    if len(variants) > 1:
+        print(
+            f"fmm-fast: warning: {dataset} / {strategy}: runs of different models or example sets are kept "
+            f"apart ({'; '.join(variants.values())}): never averaged or scored against each other's "
+            f"{BASELINE_MEASURE}; each has its own column",
+            file=sys.stderr,
+        )
 
 
 def aggregate(
@@ -217,11 +271,17 @@ def aggregate(
     ignored: result.json files of other commands, only listed in the report.
     drop_unconverged=False keeps every seed (to plot what one evaluation run produced).
     """
-    by_group: dict[tuple[str, str, str], list[EvaluationResult]] = defaultdict(list)
+    by_kind: dict[tuple[str, str, str], list[EvaluationResult]] = defaultdict(list)
     for result in sorted(results, key=lambda r: r.path):
-        by_group[(result.dataset, result.strategy, result.unit)].append(result)
+        by_kind[(result.dataset, result.strategy, result.unit)].append(result)
+    by_group: dict[tuple[str, str, str, str], list[EvaluationResult]] = defaultdict(list)
+    for (dataset, strategy, unit), kind_results in by_kind.items():
+        variants = _variants(kind_results)
+        _warn_kept_apart(dataset, strategy, variants)
+        for result in kind_results:
+            by_group[(dataset, strategy, unit, variants[(result.model, result.examples)])].append(result)
     groups, dropped = [], []
-    for (dataset, strategy, unit), group_results in by_group.items():
+    for (dataset, strategy, unit, variant), group_results in by_group.items():
         check_consistent(group_results)
         runs_by_seed: dict[int, list[EvaluationResult]] = defaultdict(list)
         for result in group_results:
@@ -230,7 +290,8 @@ def aggregate(
         representatives: list[EvaluationResult] = []  # one per kept seed
         for seed in sorted(runs_by_seed):
             seed_results = runs_by_seed[seed]
-            judge = _representative_run(seed_results)  # seed_results: sorted by path
+            _check_one_rand(seed, seed_results)
+            judge = seed_results[0]  # every run of the group erased the same examples with the same model
             if not drop_unconverged or converged(dataset, judge.unmasked):
                 kept[seed] = seed_results
                 representatives.append(judge)
@@ -259,9 +320,13 @@ def aggregate(
                 files=[r.path for rs in kept.values() for r in rs],
                 machines=dict(Counter(r.machine for rs in kept.values() for r in rs).most_common()),
                 unit=unit,
+                n_examples=representatives[0].n_examples,
+                variant=variant,
             )
         )
-    groups.sort(key=lambda g: (strategy_sort_key(g.strategy), g.dataset, UNITS.index(g.unit)))
+    groups.sort(
+        key=lambda g: (strategy_sort_key(g.strategy), g.dataset, UNITS.index(g.unit), g.n_examples, g.variant)
+    )
     return Report(groups, dropped, files=sorted(r.path for r in results), ignored=list(ignored))
 
 

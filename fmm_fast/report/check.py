@@ -70,7 +70,7 @@ def render_check_markdown(records: list[dict]) -> str:
             [
                 record["model"]["path"],
                 trained(record["model"]),
-                f"{record['dataset']}/{record['split']} (n={record['n_examples']})",
+                f"{record['dataset']}/{record['split']} ({record['n_examples']} examples)",
                 metric,
                 f"{100 * points[0]['metrics'][metric]:.1f}",
                 f"{100 * points[-1]['metrics'][metric]:.1f}",

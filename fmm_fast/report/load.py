@@ -6,6 +6,7 @@ read by `fmm_fast.core.records.read_record`, the reader of every run record.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -39,6 +40,7 @@ class MeasureRun:
     forward_passes: float
     curve: np.ndarray
     racu_undefined: str | None = None  # why racu is nan, as evaluate recorded it
+    shared_rows: float = 0.0  # rows it took from another measure's passes (counted there)
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,8 @@ class EvaluationResult:
     n_examples: int
     machine: str = NOT_RECORDED  # where the run computed (machine_text)
     unit: str = DEFAULT_UNIT  # the erasure unit (records made before units: tokens)
+    model: str = ""  # a model trained elsewhere: its folder (fmm-fast's: "", its seeds are the strategy's)
+    examples: str = ""  # the example set: n_examples and the data options that chose them (example_set)
 
     @property
     def unmasked(self) -> float:
@@ -243,6 +247,7 @@ def _parse_result(path: Path, data: object) -> EvaluationResult:
             forward_passes=_number(_field(entry, "forward_passes", where), f"{where}.forward_passes"),
             curve=curve,
             racu_undefined=_optional_text(entry.get("racu_undefined"), f"{where}.racu_undefined"),
+            shared_rows=_number(entry.get("shared_rows", 0), f"{where}.shared_rows"),
         )
     return EvaluationResult(
         path=path,
@@ -257,6 +262,8 @@ def _parse_result(path: Path, data: object) -> EvaluationResult:
         n_examples=n_examples,
         machine=machine_text(data.get("machine")),
         unit=recorded_unit(data),
+        model=model_key(model),
+        examples=example_set(data, n_examples),
     )
 
 
@@ -268,6 +275,26 @@ def recorded_unit(record: dict) -> str:
     if unit not in UNITS:
         raise _MalformedResult(f"arguments.data.unit must be one of {', '.join(UNITS)}")
     return unit
+
+
+def model_key(model: dict) -> str:
+    """What tells the models of one (dataset, strategy) apart: "" for a model fmm-fast trained (the runs
+    of its strategy are seeds of one recipe), else the folder it came from (two classifiers trained
+    elsewhere are two models, never two seeds of one)."""
+    if model.get("trained_by") == "fmm-fast":
+        return ""
+    return str(model.get("source") or model.get("path") or "")
+
+
+EXAMPLE_OPTIONS = ("limit", "size", "test_size", "data_seed")  # the data options that choose the examples
+
+
+def example_set(data: dict, n_examples: int) -> str:
+    """The example set a run erased, as a key: its count and the data options that chose them (a
+    100-example run and a 20-example one are not averaged, nor scored against each other's rand)."""
+    options = (data.get("arguments") or {}).get("data") or {}
+    chosen = {name: options.get(name) for name in EXAMPLE_OPTIONS} if isinstance(options, dict) else {}
+    return json.dumps({"n_examples": n_examples, **chosen}, sort_keys=True)
 
 
 def machine_text(machine: object) -> str:

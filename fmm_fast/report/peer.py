@@ -18,6 +18,7 @@ from fmm_fast.core.records import read_record
 from fmm_fast.data.local import display_name
 from fmm_fast.protocols.aopc import RECORD_KIND, SUMMARIES, summary_cell
 from fmm_fast.protocols.curve_stats import bootstrap_ci, format_ci
+from fmm_fast.report.aggregate import seeds_text
 from fmm_fast.report.identity import count_once, run_identity
 from fmm_fast.report.load import find_result_files, load_run
 from fmm_fast.report.markdown_text import markdown
@@ -104,7 +105,7 @@ def render_peer_markdown(records: list[dict]) -> str:
             holders = [r["measures"][name] for r in runs if name in r["measures"]]
             cells = [_cell([h[key] for h in holders]) for key, _ in SUMMARIES]
             fewer = len(holders) != len(runs)
-            label = markdown("{name} [n={n}]", name=name, n=len(holders)) if fewer else name
+            label = markdown("{name} [{seeds}]", name=name, seeds=seeds_text(len(holders))) if fewer else name
             rows.append([label, *cells, _score_cell(holders)])
         examples = sorted({r["n_examples"] for r in runs})
         sizes = ", ".join(map(str, examples))

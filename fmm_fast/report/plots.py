@@ -17,7 +17,7 @@ import numpy as np
 
 from fmm_fast.core.writing import replacing
 from fmm_fast.protocols.masf.statistic import IN_DISTRIBUTION_LEVEL
-from fmm_fast.report.aggregate import CurveScores, GroupReport, aggregate
+from fmm_fast.report.aggregate import CurveScores, GroupReport, aggregate, seeds_text
 from fmm_fast.report.load import load_result
 from fmm_fast.report.order import BASELINE_MEASURE
 from fmm_fast.report.roar import RoarGroup
@@ -40,11 +40,11 @@ def curves_figure(group: GroupReport) -> Figure:
     axes = figure.subplots()
     colors = curve_colors(len(group.measures))
     bands = [
-        _draw_curve(axes, group.ratios, measure, f"{measure.name} (n={len(measure.seeds)})", color)
+        _draw_curve(axes, group.ratios, measure, f"{measure.name} ({seeds_text(len(measure.seeds))})", color)
         for measure, color in zip(group.measures.values(), colors, strict=True)
     ]
     _finish(axes, group.metric, group.majority_baseline, any(bands))
-    axes.set_title(f"{group.label}, {group.strategy} ({group.split} split)")
+    axes.set_title(f"{group.label}, {group.strategy} ({group.split} split, {group.n_examples} examples)")
     return figure
 
 
@@ -114,7 +114,7 @@ def roar_measure_figure(group: RoarGroup, name: str) -> Figure:
         color = f"C{index}"
         for shown in dict.fromkeys((name, BASELINE_MEASURE)):
             if shown in measures:
-                label = f"{shown}: {source} (n={len(measures[shown].seeds)})"
+                label = f"{shown}: {source} ({seeds_text(len(measures[shown].seeds))})"
                 bands.append(_draw_curve(axes, ratios, measures[shown], label, color))
     _finish(axes, group.metric, group.majority_baseline, any(bands))
     axes.set_title(f"{group.dataset}, {name}: retrained at every step vs no retraining")

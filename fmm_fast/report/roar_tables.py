@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from fmm_fast.report.aggregate import seeds_text
 from fmm_fast.report.load import ROAR_PHASES
 from fmm_fast.report.markdown_text import markdown, prose
 from fmm_fast.report.roar import CostRow, NoRetraining, RoarGroup, RoarReport
@@ -41,10 +42,10 @@ def _roar_rows(group: RoarGroup) -> tuple[list[str], list[list[str]]]:
     header = [
         "Measure",
         "Score",
-        f"{group.protocol}: {group.strategy} model retrained at every step (n={seeds})",
+        f"{group.protocol}: {group.strategy} model retrained at every step ({seeds_text(seeds)})",
         "Clipped RACU",
         *(
-            f"{column.label}{_grid_note(column)} (n={len(column.scored.seeds)})"
+            f"{column.label}{_grid_note(column)} ({seeds_text(len(column.scored.seeds))})"
             for column in group.no_retraining
         ),
     ]

@@ -9,13 +9,19 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from fmm_fast.report.aggregate import CurveScores, Estimate, Report
+from fmm_fast.report.aggregate import CurveScores, Estimate, Report, seeds_text
 from fmm_fast.report.markdown_text import Markdown, escape_text, markdown, plain_text
 from fmm_fast.report.order import measure_sort_key
 
 TABLE_CAPTION = (
     "RACU (unsigned measures) or ACU (signed measures) ×100: mean over seeds and 95% BCa bootstrap CI "
     "as offsets from the mean"
+)
+SHARED_ROWS_NOTE = (
+    "A row two measures of one run need (e.g. loo-abs and loo-sign at the first step) runs once and is "
+    "counted under the measure that ran it first: each measure's seconds and forward passes are its own. The "
+    "last column gives the rows it took from another measure's passes instead, which it would run too if "
+    "evaluated alone."
 )
 _LATEX_SPECIAL = re.compile(r"([&%$#_{}])")
 
@@ -33,14 +39,14 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
 def score_cell(measure: CurveScores, group_seeds: int, estimate: Estimate | None = None) -> str:
     """A measure's score (or another of its estimates) as a table cell.
 
-    "undefined: why" for a nan RACU whose reason the run recorded; " [n=k]" when the measure has fewer
-    seeds than its group (group_seeds), e.g. a slow measure run on some seeds only.
+    "undefined: why" for a nan RACU whose reason the run recorded; " [k seeds]" when the measure has fewer
+    seeds than its group (group_seeds, n counting seeds), e.g. a slow measure run on some seeds only.
     """
     estimate = measure.score if estimate is None else estimate
     if measure.score_name == "RACU" and measure.racu_undefined and math.isnan(estimate.mean):
         return markdown("undefined: {why}", why="; ".join(measure.racu_undefined))
     if len(measure.seeds) != group_seeds:
-        return markdown("{score} [n={n}]", score=estimate.formatted(), n=len(measure.seeds))
+        return markdown("{score} [{seeds}]", score=estimate.formatted(), seeds=seeds_text(len(measure.seeds)))
     return estimate.formatted()
 
 
@@ -48,7 +54,7 @@ def _score_table(report: Report, strategy: str) -> tuple[list[str], list[list[st
     """Header and rows of the measures × datasets table of one strategy (shared by .md and .tex)."""
     groups = [g for g in report.groups if g.strategy == strategy]
     names = sorted({name for g in groups for name in g.measures}, key=measure_sort_key)
-    header = ["Measure", "Score"] + [f"{g.label} (n={len(g.seeds)})" for g in groups]
+    header = ["Measure", "Score"] + [f"{g.label} ({g.counts})" for g in groups]
     rows = []
     for name in names:
         measure_of = [g.measures.get(name) for g in groups]
@@ -154,14 +160,24 @@ def render_timing_markdown(report: Report) -> str:
             str(len(m.seeds)),
             f"{np.mean(m.seconds):.1f}",
             f"{np.mean(m.forward_passes):,.0f}",
+            f"{np.mean(m.shared_rows):,.0f}",
         ]
         for g in report.groups
         for m in g.measures.values()
     ]
-    header = ["Strategy", "Dataset", "Measure", "Runs", "Seconds per run", "Forward passes per run"]
+    header = [
+        "Strategy",
+        "Dataset",
+        "Measure",
+        "Runs",
+        "Seconds per run",
+        "Forward passes per run",
+        "Rows from other measures' passes",
+    ]
     machines: Counter[str] = Counter()
     for group in report.groups:
         machines.update(group.machines)
     where = "; ".join(f"{machine} ({count} runs)" for machine, count in machines.most_common())
-    measured = markdown("\n\nMeasured on: {where}.\n", where=where) if where else "\n"
-    return markdown_table(header, rows) + measured
+    measured = markdown("Measured on: {where}.", where=where) if where else ""
+    parts = [markdown_table(header, rows), SHARED_ROWS_NOTE, measured]
+    return Markdown("\n\n".join(part for part in parts if part) + "\n")

@@ -113,6 +113,8 @@ def report_to_dict(report: Report) -> dict:
                 "unit": g.unit,
                 "split": g.split,
                 "metric": g.metric,
+                "variant": g.variant,
+                "n_examples": g.n_examples,
                 "ratios": _json_numbers(g.ratios),
                 "majority_baseline": _json_number(g.majority_baseline),
                 "seeds": g.seeds,
@@ -192,7 +194,8 @@ TABLES = {
 
 def figure_name(group: GroupReport) -> str:
     units = () if group.unit == DEFAULT_UNIT else (group.unit,)  # token units: the names of before units
-    return f"curves-{_file_stem(group.dataset, group.strategy, *units)}.png"
+    kept_apart = [group.variant] if group.variant else []  # one of several groups of its (dataset, strategy)
+    return f"curves-{_file_stem(group.dataset, group.strategy, *units, *kept_apart)}.png"
 
 
 def roar_figures(roar: RoarReport) -> list[tuple[RoarGroup, str, str]]:
@@ -289,7 +292,8 @@ def write_report(
     if has_recursive_results(dirs) or (not peer_records and not masf_curves and not checks):
         results = read_results(dirs)
         erasure = bool(results.evaluations)
-        report = aggregate(results.evaluations, results.ignored)
+        shown = {Path(record["path"]) for record in peer_records}  # peer.md shows them: not ignored
+        report = aggregate(results.evaluations, [p for p in results.ignored if p not in shown])
         roar = aggregate_roar(results.roar, results.evaluations)
     files = [PEER_TABLE] if peer_table is not None else []
     if masf_curves:

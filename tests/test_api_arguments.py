@@ -73,12 +73,15 @@ WRONG_TYPE: dict[str, Any] = {  # argument -> a value of a type it does not take
     "split_components": 3.5,
     "ratios": 0.5,
     "explanations": 1,
+    "unit": 1,
+    "max_length": "512",
 }
 
 WRONG_RANGE: dict[str, Any] = {  # argument -> a value of its type outside its range
     "model": [],  # masf's list of models (a one-model function refuses a list as a type)
     "dirs": [],
     "limit": 0,
+    "max_length": 3,
     "size": 1,
     "test_size": 0,
     "measure": [],

@@ -261,7 +261,8 @@ def test_rows_with_no_one_or_two_units_left(name: str) -> None:
     itself fails on one feature); Occlusion's window shrinks to the units left."""
     backend = LookupBackend(interaction_model(5))
     batch = with_ids(random_batch(3, [1, 2, 3, 0], premasked=1))  # 0, 1, 2 and 0 visible tokens
-    scores = get_measure(f"captum:{name}", seed=SEED, n_samples=5).explain(batch, MaskBatchEngine(backend))
+    samples = {"n_samples": 5} if name in ("ShapleyValueSampling", "KernelShap", "Lime") else {}
+    scores = get_measure(f"captum:{name}", seed=SEED, **samples).explain(batch, MaskBatchEngine(backend))
     rows = unpad(batch.input_ids, batch.attention_mask)
     assert (scores[[0, 3]] == 0).all()
     (alone,) = np.flatnonzero(batch.explained[1] & (batch.input_ids[1] != MASK_ID))
@@ -277,18 +278,20 @@ def test_rows_with_no_one_or_two_units_left(name: str) -> None:
 
 
 def test_options_are_typed_and_checked() -> None:
+    # the text of --measure-option becomes each option's type when a measure that takes it is made
     given = parse_measure_options(["stdevs=0.25", "nt_type=vargrad", "n_steps=8"])
-    assert given == {"stdevs": 0.25, "nt_type": "vargrad", "n_steps": 8}
-    tunnel = get_measure("captum:NoiseTunnel-Saliency", **given)
-    assert tunnel.options == {"stdevs": 0.25, "nt_type": "vargrad"}  # n_steps is not Saliency's
-    for pair, named in [
-        ("stdevs=-1", "stdevs must be a number >= 0"),
-        ("n_steps=0", "n_steps must be an integer >= 1"),
-        ("method=simpson", "method must be one of gausslegendre"),
+    assert given == {"stdevs": "0.25", "nt_type": "vargrad", "n_steps": "8"}
+    specs = resolve_measures(["captum:NoiseTunnel-Saliency", "captum:IntegratedGradients"], given)
+    assert specs[1].options == {"stdevs": 0.25, "nt_type": "vargrad"}  # n_steps is not Saliency's
+    assert specs[2].options == {"n_steps": 8}
+    for name, pair, named in [
+        ("captum:NoiseTunnel-Saliency", "stdevs=-1", "stdevs must be a number >= 0"),
+        ("captum:IntegratedGradients", "n_steps=0", "n_steps must be an integer >= 1"),
+        ("captum:IntegratedGradients", "method=simpson", "method must be one of gausslegendre"),
     ]:
         with pytest.raises(UserError, match=named):
-            parse_measure_options([pair])
-    with pytest.raises(UserError, match=r"n_samples is taken by none .*captum:Saliency\); they take: none"):
+            resolve_measures([name], parse_measure_options([pair]))
+    with pytest.raises(UserError, match=r"n_samples: none of the measures chosen \(rand, captum:Saliency\)"):
         resolve_measures(["captum:Saliency"], {"n_samples": 3})
     # an option one measure of the run takes is fine for the run
     resolve_measures(["captum:Saliency", "captum:KernelShap"], {"n_samples": 3})
@@ -305,8 +308,8 @@ def test_options_are_typed_and_checked() -> None:
     ("flags", "expected"),
     [
         (["--measure", "captum:Nope"], "unknown Captum measure 'captum:Nope'"),
-        (["--measure", "captum:Lime", "--measure-option", "n_steps=5"], "n_steps is taken by none"),
-        (["--measure", "captum:Lime", "--measure-option", "n_samples=x"], "n_samples must be an integer"),
+        (["--measure", "captum:Lime", "--measure-option", "n_steps=5"], "n_steps: none of the measures chosen"),
+        (["--measure", "captum:Lime", "--measure-option", "n_samples=x"], "n_samples of captum:Lime must be an integer"),
     ],
 )
 def test_bad_names_and_options_exit_2_with_one_line(tiny_babi, tmp_path, capfd, flags, expected) -> None:

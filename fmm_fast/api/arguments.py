@@ -68,6 +68,7 @@ RANGES: dict[str, Range] = {
     "steps": POSITIVE,
     "opset": Range(7),
     "ratios": Range(0, 1),
+    "max_length": Range(4),
 }
 """The range of each numeric argument (of every function that has it), as its command's flag takes it."""
 
@@ -230,8 +231,23 @@ def check_dirs(function: str, dirs: Any) -> None:
             )
 
 
+def check_measure(function: str, measure: Any) -> None:
+    """measure=: a name (built-in or a plug-in's "module:Name", "./file.py:Name"), a Measure class or
+    instance, a function marked with @fmm_fast.measure, or a list of them (the registry then loads each)."""
+    for one in measure if _is_list(measure) else [measure]:
+        if not (isinstance(one, str | type) or callable(one) or hasattr(one, "explain")):
+            refuse(
+                function,
+                "measure",
+                measure,
+                "a measure name, a Measure class or instance, a function marked with @fmm_fast.measure, "
+                "or a list of them",
+            )
+
+
 _SPECIAL: dict[str, Callable[[str, Any], None]] = {
     "model": check_model,
+    "measure": check_measure,
     "dataset": check_dataset,
     "dirs": check_dirs,
 }

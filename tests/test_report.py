@@ -516,7 +516,8 @@ def test_runs_of_other_erasure_units_are_other_groups_named_by_their_unit(tmp_pa
     assert [(g.unit, g.label) for g in report.groups] == [("token", "sst2"), ("word", "sst2, word units")]
     out = tmp_path / "report"
     write_report([tmp_path], out)
-    assert "| sst2 (1 seed × 100 examples) | sst2, word units (1 seed × 100 examples) |" in (out / "table.md").read_text()
+    header = "| sst2 (1 seed × 100 examples) | sst2, word units (1 seed × 100 examples) |"
+    assert header in (out / "table.md").read_text()
     assert (out / "curves-sst2-masked-word.png").is_file() and (out / "curves-sst2-masked.png").is_file()
 
 

@@ -339,7 +339,7 @@ def renamed_input(model: onnx.ModelProto) -> None:
     [
         (lambda model: model.ClearField("metadata_props"), "not exported by fmm-fast export"),
         (renamed_input, "takes inputs"),
-        (damaged_info, "mask id 10000000 is not in its tokenizer"),
+        (damaged_info, "mask_id 10000000 is not in its tokenizer"),
         (foreign_tokenizer, "word-embedding matrix"),
     ],
 )

@@ -58,7 +58,7 @@ def output_lock(path: Path, file: bool = False) -> Iterator[None]:
         lock_path = path.with_name(f".{path.name}.lock")
     else:
         lock_path = ensure_writable(path) / LOCK_NAME
-    handle = _acquire(lock_path, path)
+    handle, made_lock = _acquire(lock_path, path)
     try:
         try:
             with writing_into(path.parent if file else path):
@@ -71,17 +71,20 @@ def output_lock(path: Path, file: bool = False) -> Iterator[None]:
                     path.rmdir()
             raise
     finally:
-        lock_path.unlink(missing_ok=True)  # still held: no lock file outlives its run
+        if made_lock:  # still held: no lock file this run made outlives it (one found there stays)
+            lock_path.unlink(missing_ok=True)
         handle.close()  # closing releases the flock
 
 
-def _acquire(lock_path: Path, path: Path) -> IO[str]:
-    """The open, flocked lock file of output `path`; UserError when another process holds it.
+def _acquire(lock_path: Path, path: Path) -> tuple[IO[str], bool]:
+    """The open, flocked lock file of output `path` and whether this call made the file; UserError when
+    another process holds it.
 
     A holder removes the file as it finishes, so a lock taken on a file that is no longer at `lock_path`
     (opened just before its removal) guards nothing: it is dropped and the lock taken again on the new file.
     """
     while True:
+        made = not lock_path.exists()
         handle: IO[str] = lock_path.open("a")
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -96,7 +99,7 @@ def _acquire(lock_path: Path, path: Path) -> IO[str]:
         except FileNotFoundError:
             current = None
         if current == os.fstat(handle.fileno()).st_ino:
-            return handle
+            return handle, made
         handle.close()
 
 

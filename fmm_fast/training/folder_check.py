@@ -40,7 +40,7 @@ SAVE_AGAIN = "save the model again with save_pretrained"
 # The config fields fmm-fast reads, each optional, with the JSON type it must have where present.
 CONFIG_SHAPE: dict[str, Any] = {
     "model_type": str,
-    "architectures?": [str],
+    "architectures?": ([str], None),
     "num_labels?": int,
     "id2label?": {"*": str},
     "label2id?": {"*": int},
@@ -95,9 +95,9 @@ def read_config_object(directory: Path) -> dict:
     except (OSError, ValueError) as error:
         raise UserError(f"cannot read '{path}' ({_first_line(error)}); {SAVE_AGAIN}") from error
     if not isinstance(config, dict):
-        _fail(directory, CONFIG_FILE, f"is {type(config).__name__} JSON, not an object")
+        _fail(directory, CONFIG_FILE, f"holds {_json_kind(config)}, not an object; {SAVE_AGAIN}")
     if error := shape_error(config, CONFIG_SHAPE):
-        _fail(directory, CONFIG_FILE, error)
+        _fail(directory, CONFIG_FILE, f"{error}; {SAVE_AGAIN}")
     return config
 
 
@@ -366,8 +366,14 @@ def _json_object(directory: Path, name: str) -> dict:
     except (OSError, ValueError) as error:
         _fail(directory, name, f"is not readable JSON ({_first_line(error)}); {SAVE_AGAIN}")
     if not isinstance(value, dict):
-        _fail(directory, name, f"is {type(value).__name__} JSON, not an object; {SAVE_AGAIN}")
+        _fail(directory, name, f"holds {_json_kind(value)}, not an object; {SAVE_AGAIN}")
     return value
+
+
+def _json_kind(value: object) -> str:
+    if value is None:
+        return "null"
+    return {list: "a list", str: "a string", bool: "true/false"}.get(type(value), "a number")
 
 
 def _fail(directory: Path, file: str, problem: str) -> NoReturn:

@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from fmm_fast.api.arguments import checked_arguments
-from fmm_fast.api.inputs import as_list, measure_option_pairs, run_folder
+from fmm_fast.api.inputs import as_list, measure_option_pairs, model_source, run_folder
 from fmm_fast.api.options import (
     backend_arguments,
     data_arguments,
@@ -40,7 +41,7 @@ from fmm_fast.training.base_models import TINY_ROBERTA
 def roar(
     data: DataOptions,
     out: str | Path | None = None,
-    model: str = TINY_ROBERTA,
+    model: Any = TINY_ROBERTA,
     measure: str | Sequence[str] = ("grad-l2",),
     measure_option: Mapping[str, int] | Sequence[str] = (),
     recursive: bool = True,
@@ -77,7 +78,7 @@ def roar(
         TRAIN.require("Recursive ROAR (it fine-tunes a model at every step)")
         settings = RoarSettings(
             replace(data, split="test", limit=limit),
-            model=str(model),
+            model=str(model_source(model)),  # a train result or a (model, tokenizer) pair too
             measures=tuple(as_list(measure, "measure")),
             seeds=tuple(as_list(seed, "seed")),
             strategy=strategy,

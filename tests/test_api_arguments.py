@@ -217,3 +217,12 @@ def test_user_error_is_a_value_error_and_a_type_error() -> None:
     assert issubclass(fmm_fast.UserError, ValueError) and issubclass(fmm_fast.UserError, TypeError)
     with pytest.raises(TypeError):
         fmm_fast.evaluate(123)
+
+
+def test_a_custom_scorer_is_sent_to_the_batch_functions() -> None:
+    """The guide's promise holds where it is made (fmm_fast.api); the protocol functions say where."""
+    scorer = type("Scorer", (), {"info": None, "name": "mine", "forward": lambda self, *a: None})()
+    with pytest.raises(
+        fmm_fast.UserError, match=r"model=.*custom scorer is explained by fmm_fast\.api\.explain"
+    ):
+        fmm_fast.evaluate(scorer)

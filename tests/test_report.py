@@ -541,3 +541,15 @@ def test_a_measure_s_passes_are_its_own_and_shared_rows_are_said(tiny_babi, tmp_
         "Rows from other measures' passes" in timing
         and "counted under the measure that ran it first" in timing
     )
+
+
+def test_aopc_results_shown_in_their_table_are_not_listed_as_ignored(tiny_babi, tmp_path: Path):
+    import fmm_fast
+
+    _, onnx_path, data = tiny_babi
+    common = {"dataset": "babi-1", **data, "limit": 4, "quiet": True}
+    fmm_fast.evaluate(onnx_path, out=tmp_path / "runs" / "evaluate", **common)
+    fmm_fast.aopc(onnx_path, out=tmp_path / "runs" / "aopc", **common)
+    report = fmm_fast.report(tmp_path / "runs", out=tmp_path / "report")
+    assert (report.path / "peer-metrics.md").is_file()
+    assert report.record["ignored_files"] == []

@@ -88,7 +88,7 @@ _NOUNS: dict[Any, tuple[str, str]] = {
 
 def checked_arguments(function: Function) -> Function:
     """Decorator: every call's arguments are checked (types, ranges, model=) before `function` runs."""
-    name = function.__name__
+    name = function.__qualname__  # "evaluate", or a result's "RunResult.save"
 
     @functools.cache
     def parameters() -> inspect.Signature:  # on first call: a method's return annotation names its class

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from fmm_fast.api.arguments import checked_arguments
-from fmm_fast.api.inputs import as_list, measure_arguments, run_folder
+from fmm_fast.api.inputs import as_list, measure_arguments, model_source, run_folder
 from fmm_fast.api.options import (
     backend_arguments,
     data_arguments,
@@ -40,7 +40,7 @@ from fmm_fast.training.base_models import TINY_ROBERTA
 def roar(
     data: DataOptions,
     out: str | Path | None = None,
-    model: str = TINY_ROBERTA,
+    model: Any = TINY_ROBERTA,
     measure: Any = ("grad-l2",),
     measure_option: Mapping[str, Any] | Sequence[str] = (),
     recursive: bool = True,
@@ -78,7 +78,7 @@ def roar(
         measures, options = measure_arguments(measure, measure_option)
         settings = RoarSettings(
             replace(data, split="test", limit=limit),
-            model=str(model),
+            model=str(model_source(model)),  # a train result or a (model, tokenizer) pair too
             measures=tuple(measures),
             seeds=tuple(as_list(seed, "seed")),
             strategy=strategy,

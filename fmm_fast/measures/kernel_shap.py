@@ -3,8 +3,9 @@ kernel-shap-abs."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
-from scipy.special import comb
 
 from fmm_fast.measures.base import check_positive
 from fmm_fast.measures.perturbation import DEFAULT_SAMPLES, CoalitionMeasure, random_subsets
@@ -12,8 +13,9 @@ from fmm_fast.measures.perturbation import DEFAULT_SAMPLES, CoalitionMeasure, ra
 
 def shapley_kernel(n: int, sizes: np.ndarray) -> np.ndarray:
     """π(z) = (n−1) / (C(n,|z|)·|z|·(n−|z|)) for coalitions of sizes (K,) int in 1..n−1 -> (K,) float64."""
-    sizes = np.asarray(sizes, dtype=np.float64)
-    return (n - 1) / (comb(n, sizes) * sizes * (n - sizes))
+    sizes = np.asarray(sizes, dtype=np.int64)
+    binomial = np.array([math.comb(n, k) for k in range(n + 1)], dtype=np.float64)
+    return (n - 1) / (binomial[sizes] * sizes * (n - sizes))
 
 
 def enumerates(n: int, samples: int) -> bool:

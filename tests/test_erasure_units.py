@@ -205,3 +205,17 @@ def test_the_cost_line_counts_the_loo_passes_the_engine_runs_without_its_cache(t
     line = cost_line("evaluate", [measure], {"loo-abs": planned}, split, (0.001, 40.0))
     assert f"evaluate: {planned.forward:,} forward passes (loo-abs {planned.forward:,})" in line
     assert ("--unit word or sentence" if unit == "token" else "--unit sentence") in line
+
+
+def test_max_length_cuts_every_example_warns_and_records_the_cut(tiny_babi, capsys):
+    checkpoint, _, data = tiny_babi
+    loaded = load_model(checkpoint, BackendOptions())
+    _, full = open_split(loaded, DataOptions("babi-1", **data, limit=4))
+    capsys.readouterr()
+    _, cut = open_split(loaded, DataOptions("babi-1", **data, limit=4, max_length=24, unit="word"))
+    assert max(len(ids) for ids in cut.input_ids) == 24 < max(len(ids) for ids in full.input_ids)
+    assert "longer than --max-length of 24 tokens and were cut" in capsys.readouterr().err
+    truncation = cut.truncation()
+    assert truncation["max_length"] == 24 and truncation["tokens_total"] == sum(map(len, full.input_ids))
+    # the kept tokens keep their words, numbered from 0 (the last word may be cut short)
+    assert all(int(u.max()) + 1 == len(np.unique(u[u >= 0])) for u in cut.units)

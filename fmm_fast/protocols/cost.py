@@ -75,17 +75,19 @@ def erasure_passes(
 
 
 def seconds_per_row(backend: Backend, split: EncodedSplit, token_budget: int) -> tuple[float, float]:
-    """(seconds per forward row, the probe rows' mean length): a batch of the split's first examples under
-    the token budget run once to warm the backend up, then timed at three batch sizes (a run's batches have
-    many shapes, and a backend pays for each new one)."""
+    """(seconds per forward row, the probe rows' mean length): the split's first examples, repeated to fill
+    one batch under the token budget as the engine fills its batches, run once to warm the backend up, then
+    timed whole and at half its rows (a run's batches have many shapes, and a backend pays for each)."""
+    examples = split.input_ids[:64]
     longest, rows = 0, []
-    for ids in split.input_ids[:64]:
-        longest = max(longest, len(ids))
+    while len(rows) < 512:
+        candidate = examples[len(rows) % len(examples)]
+        longest = max(longest, len(candidate))
         if rows and (len(rows) + 1) * longest > token_budget:
             break
-        rows.append(ids)
+        rows.append(candidate)
     backend.forward(*pad_batch(rows, backend.info.pad_id))
-    sizes = sorted({len(rows), max(1, len(rows) // 2), max(1, len(rows) // 3)})
+    sizes = sorted({len(rows), max(1, len(rows) // 2)})
     started = time.perf_counter()
     for size in sizes:
         backend.forward(*pad_batch(rows[:size], backend.info.pad_id))

@@ -104,7 +104,9 @@ def aopc(
         if len({e.name for e in external}) < len(external):
             raise UserError("two --explanations files share a name; give each file its own name")
         claim_container(out, RUN_KIND, shared, seeds, (), overwrite)
-        mask_engine = MaskBatchEngine(loaded.backend, token_budget=engine.token_budget)
+        mask_engine = MaskBatchEngine(
+            loaded.backend, token_budget=engine.token_budget, cache_mb=engine.cache_mb
+        )
         print_header(model, loaded, text_dataset.name, data.split, len(encoded), measures)
         sides = fidelity_sides(model, loaded, settings)
         progress = None if quiet else progress_bar

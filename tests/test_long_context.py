@@ -9,18 +9,13 @@ here (WordPiece, the BERT specials these models use).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import test_hf_import
 import torch
-from test_hf_import import BERT_SPECIALS, LABELS, PAIRS, _wordpiece, data_flags, transformers_logits
+from test_hf_import import BERT_SPECIALS, LABELS, _wordpiece
 
-from fmm_fast.backends.loading import load_model
-from fmm_fast.cli import main
-from fmm_fast.core.datatypes import pad_batch
 from fmm_fast.training.models import quiet_transformers
 
 pairs_csv = test_hf_import.pairs_csv  # the same (text, question) data set, a fixture used by name
@@ -73,22 +68,8 @@ def save_long_context_classifier(folder: Path, architecture: str) -> Path:
 def test_long_context_encoder_exports_within_tolerance_and_erases(
     architecture, pairs_csv, tmp_path, capsys, one_torch_thread
 ):
+    # test_hf_import's check of every architecture, on this one's classifier
     folder = save_long_context_classifier(tmp_path / architecture, architecture)
-    out = tmp_path / f"{architecture}.onnx"
-    assert main(["export", "--model", str(folder), "--out", str(out)]) == 0, capsys.readouterr().err
-    loaded = load_model(out)
-    assert loaded.info.label_names == ["neg", "pos"] and loaded.info.trained_by == "elsewhere"
-    assert loaded.tokenizer.id_to_token(loaded.info.mask_id) == "[MASK]"
-    ids = [np.asarray(loaded.tokenizer.encode(first, second).ids, dtype=np.int64) for first, second in PAIRS]
-    logits = loaded.backend.forward(*pad_batch(ids, loaded.info.pad_id)).logits
-    reference = transformers_logits(folder, PAIRS)
-    assert np.abs(logits - reference).max() <= 1e-4
-    margins = reference[:, 1] - reference[:, 0]
-    assert np.ptp(margins) > 1e-3  # the inputs matter: a comparison that can fail
-
-    runs = tmp_path / "erasure"
-    argv = ["evaluate", "--model", str(folder), *data_flags(pairs_csv), "--limit", "3", "--quiet"]
-    assert main([*argv, "--measure", "loo-abs", "--out", str(runs)]) == 0, capsys.readouterr().err
-    record = json.loads((runs / "seed-0" / "result.json").read_text())
-    assert record["model"]["trained_by"] == "elsewhere"
-    assert len(record["curves"]["loo-abs"]["accuracy"]) == 11
+    test_hf_import.test_architecture_exports_within_tolerance_and_erases(
+        architecture, lambda _: folder, pairs_csv, tmp_path, capsys, one_torch_thread
+    )

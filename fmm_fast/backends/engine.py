@@ -24,6 +24,7 @@ import numpy as np
 
 from fmm_fast.backends.base import Backend
 from fmm_fast.core.datatypes import pad_batch
+from fmm_fast.core.heap import release_free_heap
 
 # Rows × padded length per batch. On a 2-core CPU 512–2048 ran MiniLM LOO batches fastest (16384 was
 # 20–25% slower: bench/bench_engine.py's sweep); a GPU wants more (--token-budget).
@@ -32,6 +33,9 @@ DEFAULT_TOKEN_BUDGET = 2048
 # 25,000 of MiniLM's MaSF signals (7 × 384 float32 each); results are the same with any budget, only rows
 # evicted before they are asked again run again.
 DEFAULT_CACHE_MB = 256
+# Rows at least this long make batches whose freed buffers the engine hands back to the operating system
+# (core/heap.py): long documents' runs stay flat; short rows' many small batches skip the call.
+LONG_ROW_TOKENS = 512
 KEY_BYTES = 16  # blake2b digest of a row's token ids
 # What an entry costs beyond its arrays' data: the key's bytes object, each ndarray's header, the dict slot
 # (CPython 3.11, 64-bit: 49 + 112 per array + about 100); an estimate, so the budget is honest, not exact.
@@ -158,6 +162,8 @@ class MaskBatchEngine:
             self.stats.forward_rows += len(rows)
             self.stats.forward_tokens += real
             self.stats.padded_tokens += attention_mask.size - real
+            if input_ids.shape[1] >= LONG_ROW_TOKENS:
+                release_free_heap()
             if progress is not None:
                 progress.update(len(rows))
             yield [keys[i] for i in rows], output

@@ -128,6 +128,7 @@ def main() -> None:
         "threads": numba.get_num_threads(),
         "repeat": args.repeat,
         "goal": f"numba >= {GOAL_VS_NUMPY:g}x numpy at N_cal 2000, N_test 10000",
+        "goal_vs_numpy": GOAL_VS_NUMPY,
         "calibrations": {
             method: bench_calibration(method, calibration, test, n_oracle, args.repeat)
             for method in CALIBRATION_METHODS

@@ -19,8 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parent
-# run by bench/run's own table
-TABLE_SCRIPTS = ("bench_occlusion.py", "bench_curve.py", "bench_masf.py", "bench_perturbation.py")
+TABLE_SCRIPTS = (
+    "bench_occlusion.py",
+    "bench_curve.py",
+    "bench_masf.py",
+    "bench_perturbation.py",
+    "bench_memory.py",
+)  # run by bench/run's own table
 LOG_TAIL_LINES = 25
 
 Arguments = Callable[[Path, Path], list[str]]  # (output folder, model cache) -> command-line arguments

@@ -98,6 +98,7 @@ def test_a_command_and_its_function_take_the_same_options_with_the_same_defaults
         (["--seed", "-1"], {"seed": -1}, "seed", "seed=-1"),
         (["--limit", "0"], {"limit": 0}, "limit", "limit=0"),
         (["--token-budget", "0"], {"token_budget": 0}, "token-budget", "token_budget=0"),
+        (["--cache-mb", "-1"], {"cache_mb": -1}, "cache-mb", "cache_mb=-1"),
         (["--fidelity-sample", "-1"], {"fidelity_sample": -1}, "fidelity-sample", "fidelity_sample=-1"),
         (["--measure", "no-such-measure"], {"measure": "no-such-measure"}, *["no-such-measure"] * 2),
         (["--precision", "fp8"], {"precision": "fp8"}, "fp8", "fp8"),

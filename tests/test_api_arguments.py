@@ -75,6 +75,7 @@ WRONG_TYPE: dict[str, Any] = {  # argument -> a value of a type it does not take
     "explanations": 1,
     "unit": 1,
     "max_length": "512",
+    "cache_mb": "256",
 }
 
 WRONG_RANGE: dict[str, Any] = {  # argument -> a value of its type outside its range
@@ -82,6 +83,7 @@ WRONG_RANGE: dict[str, Any] = {  # argument -> a value of its type outside its r
     "dirs": [],
     "limit": 0,
     "max_length": 3,
+    "cache_mb": -1,
     "size": 1,
     "test_size": 0,
     "measure": [],

@@ -60,7 +60,7 @@ def test_quick_bench_runs_every_script_into_its_out_folder(quick, tmp_path) -> N
 
     record = read_record(out / "bench-run.json")
     assert record["quick"] and record["table"]
-    assert set(record["results"]) >= {"occlusion_cpu", "curve_cpu", "masf", "perturbation_cpu"}
+    assert set(record["results"]) >= {"occlusion_cpu", "curve_cpu", "masf", "perturbation_cpu", "memory"}
     outcomes = {outcome["script"]: outcome for outcome in record["scripts"]}
     assert list(outcomes) == [item.script for item in quick.QUICK_RUNS]
     for item in quick.QUICK_RUNS:

@@ -181,3 +181,53 @@ def test_keep_signals_serves_the_signals_of_scored_rows_without_running_them_aga
     # c evicted a (the least recently used of the two kept): a's signals go with its logits
     np.testing.assert_array_equal(engine.signals([a])[0], backend.row_signals(a))
     assert backend.forwarded_rows()[-1] == tuple(a.tolist()) and engine.stats.forward_rows == 4
+
+
+def test_a_tiny_cache_gives_the_same_results_within_its_byte_budget():
+    backend = RecordingBackend(interaction_model(16))
+    rows = distinct_rows(17, [5, 7, 6, 9, 4, 8] * 5)
+    one_entry = MaskBatchEngine(backend)
+    one_entry.logits(rows[:1])
+    entry_bytes = one_entry.cache_bytes
+    tiny = MaskBatchEngine(backend, cache_mb=3.5 * entry_bytes / 2**20)  # room for 3 rows of logits
+    large = MaskBatchEngine(backend)
+    requests = [rows[:12], rows[6:20], rows[::2], rows, rows[3:9] * 2]
+    for request in requests:
+        np.testing.assert_array_equal(tiny.logits(request), large.logits(request))
+        np.testing.assert_array_equal(tiny.logits(request), expected_logits(backend, request))
+        assert 0 < tiny.cache_bytes <= tiny.cache_budget and len(tiny._cache) == 3
+    assert large.cache_bytes > tiny.cache_budget and tiny.stats.forward_rows > large.stats.forward_rows
+    # Owned, compact copies: no kept row holds the backend's output array alive.
+    for engine in (tiny, large):
+        assert all(logits.base is None and logits.shape == (2,) for logits in engine._cache.values())
+
+
+def test_signals_are_kept_as_owned_copies_and_counted_in_the_budget():
+    backend = RecordingBackend(interaction_model(18))
+    rows = distinct_rows(19, [4, 6, 5, 7])
+    engine = MaskBatchEngine(backend, keep_signals=True)
+    engine.logits(rows)
+    assert all(signals.base is None for signals in engine._signal_cache.values())
+    plain = MaskBatchEngine(backend)
+    plain.logits(rows)
+    signal_bytes = sum(signals.nbytes for signals in engine._signal_cache.values())
+    assert engine.cache_bytes > plain.cache_bytes + signal_bytes
+    without = MaskBatchEngine(backend, cache_mb=0)
+    np.testing.assert_array_equal(without.logits(rows + rows), expected_logits(backend, rows + rows))
+    assert without.cache_bytes == 0 and not without._cache and without.stats.forward_rows == 4
+
+
+def test_batches_of_long_rows_hand_freed_memory_back(monkeypatch):
+    from fmm_fast.backends import engine as engine_module
+    from fmm_fast.core.heap import _malloc_trim
+
+    calls = []
+    monkeypatch.setattr(engine_module, "release_free_heap", lambda: calls.append(1))
+    backend = RecordingBackend(interaction_model(20))
+    short = distinct_rows(21, [5, 7, 6])
+    MaskBatchEngine(backend, token_budget=8).logits(short)
+    assert calls == []  # short rows: their many small batches skip the call
+    long = distinct_rows(22, [engine_module.LONG_ROW_TOKENS, engine_module.LONG_ROW_TOKENS + 3])
+    MaskBatchEngine(backend, token_budget=engine_module.LONG_ROW_TOKENS).logits(long)
+    assert len(calls) == 2  # one per batch of long rows
+    assert _malloc_trim() is not None  # glibc (Linux, where these tests run) has it: the call does work

@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 from fmm_fast.core.errors import UserError
-from fmm_fast.protocols.masf.reduction import LayerProjection
+from fmm_fast.protocols.masf.reduction import LayerProjection, project_numpy
 from fmm_fast.protocols.masf.statistic import (
     IN_DISTRIBUTION_LEVEL,
     KERNEL_BLOCK_ROWS,
@@ -642,3 +642,15 @@ def test_large_calibration_has_a_low_p_value_floor(method, floor):
     fit = MaSFCalibration.fit(calibration, method, components=0)
     assert fit.p_value_floor == pytest.approx(floor, abs=1e-15)
     np.testing.assert_allclose(fit.p_values(calibration[:5] + np.float32(10.0)), floor, rtol=0, atol=1e-15)
+
+
+def test_compiled_projection_has_the_bits_of_the_numpy_one():
+    # The split's reduction runs compiled in the product and in NumPy in masf_numpy_p_values: the same bits,
+    # on signals with a wide range of magnitudes (where a fused multiply-add or reordering would show).
+    rng = np.random.default_rng(21)
+    half_a = (rng.standard_normal((60, 3, 40)) * np.exp(rng.normal(0, 3, (1, 3, 40)))).astype(np.float32)
+    projection = LayerProjection.fit(half_a, 8)
+    signals = (rng.standard_normal((50, 3, 40)) * 1e3).astype(np.float32)
+    compiled = projection.apply(signals)
+    np.testing.assert_array_equal(compiled, project_numpy(projection, signals))
+    assert compiled.dtype == np.float32 and compiled.shape == (50, 3, 8) and np.ptp(compiled) > 0

@@ -137,3 +137,15 @@ def test_registry_errors(name: str, options: dict, message: str) -> None:
         get_measure(name, **options)
     assert message in str(error.value)
     assert "\n" not in str(error.value)
+
+
+def test_loo_scores_are_the_same_with_a_tiny_cache() -> None:
+    backend = LookupBackend(interaction_model(3))
+    batch = random_batch(4, [6, 9, 3], premasked=1)
+    large = MaskBatchEngine(backend)
+    tiny = MaskBatchEngine(backend, cache_mb=2e-3)  # a handful of rows
+    for _ in range(2):  # the second round reads the large cache and re-runs what the tiny one evicted
+        np.testing.assert_array_equal(
+            LeaveOneOutSign().explain(batch, tiny), LeaveOneOutSign().explain(batch, large)
+        )
+    assert tiny.cache_bytes <= tiny.cache_budget and tiny.stats.forward_rows > large.stats.forward_rows

@@ -56,7 +56,7 @@ def test_evaluation_fingerprint_covers_what_changes_the_numbers_only() -> None:
     base = EvaluationSettings("m", DATA, ("loo-abs",))
     same = [
         replace(base, measures=("loo-abs", "grad-l2")),  # a rerun may add measures
-        replace(base, engine=EngineOptions(token_budget=99, explain_batch_rows=3)),
+        replace(base, engine=EngineOptions(token_budget=99, explain_batch_rows=3, cache_mb=0)),
         replace(base, backend=BackendOptions(device="cpu")),
         replace(base, save_masked=True),
     ]
@@ -122,6 +122,7 @@ FP8 = BackendOptions(precision="fp8")
         (lambda: MasfSettings(("m",), DATA, split_components=-1), "--split-components must be 0 .* got -1"),
         (lambda: TrainSettings(DATA, width=100), "--width 100 does not work"),
         (lambda: EngineOptions(token_budget=0), "--token-budget must be at least 1"),
+        (lambda: EngineOptions(cache_mb=-1), "--cache-mb must be 0 .* got -1"),
         (lambda: BackendOptions(provider="tpu"), "unknown ONNX Runtime provider 'tpu'"),
         # the precision's one check, where the settings resolve it
         (lambda: EvaluationSettings("m.onnx", DATA, backend=FP8), "unknown precision 'fp8'"),

@@ -69,6 +69,7 @@ RANGES: dict[str, Range] = {
     "opset": Range(7),
     "ratios": Range(0, 1),
     "max_length": Range(4),
+    "cache_mb": NATURAL,
 }
 """The range of each numeric argument (of every function that has it), as its command's flag takes it."""
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from fmm_fast.api.inputs import DatasetLike, data_options
-from fmm_fast.backends.engine import DEFAULT_TOKEN_BUDGET
+from fmm_fast.backends.engine import DEFAULT_CACHE_MB, DEFAULT_TOKEN_BUDGET
 from fmm_fast.backends.options import BackendOptions
 from fmm_fast.backends.precision import DEFAULT_PRECISION
 from fmm_fast.core.option_groups import keyword, option_group
@@ -48,8 +48,11 @@ def data_arguments(
 
 
 def engine_arguments(*, explain_rows: bool = True) -> Decorator:
-    """token_budget= (and explain_batch_rows=), handed over as `engine: EngineOptions`."""
-    parameters = [keyword("token_budget", int, DEFAULT_TOKEN_BUDGET)]
+    """token_budget=, cache_mb= (and explain_batch_rows=), handed over as `engine: EngineOptions`."""
+    parameters = [
+        keyword("token_budget", int, DEFAULT_TOKEN_BUDGET),
+        keyword("cache_mb", float, DEFAULT_CACHE_MB),
+    ]
     if explain_rows:
         parameters.append(keyword("explain_batch_rows", int, DEFAULT_EXPLAIN_BATCH_ROWS))
     return option_group("engine", EngineOptions, parameters)

@@ -106,7 +106,9 @@ def aopc(
         if len({e.name for e in external}) < len(external):
             raise UserError("two --explanations files share a name; give each file its own name")
         claim_container(out, RUN_KIND, shared, seeds, (), overwrite)
-        mask_engine = MaskBatchEngine(loaded.backend, token_budget=engine.token_budget)
+        mask_engine = MaskBatchEngine(
+            loaded.backend, token_budget=engine.token_budget, cache_mb=engine.cache_mb
+        )
         print_header(
             model, loaded, text_dataset.name, data.split, len(encoded), [s.name for s in settings.specs]
         )

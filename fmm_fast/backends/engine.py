@@ -4,10 +4,17 @@ Requests are plain token-id arrays. The engine drops duplicates (and rows it eva
 sorts the rest by length so no batch pads beyond its own longest row, packs batches under a token
 budget (memory stays bounded whatever the request count), runs them on any backend, and returns
 results in request order.
+
+Its cache of recent rows stays under a byte budget (cache_mb): each entry is a 16-byte digest of the row's
+tokens and owned copies of its logits (and signals), counted with their bookkeeping. Owned copies, not rows of
+the backend's output: a kept view holds the whole output array (often a PyTorch tensor's storage) alive, and
+thousands of half-freed batches fragment the heap (measured in bench/bench_memory.py). A full-length key
+would cost 8 bytes per token per row: 16 KB for a 2,000-token row.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
@@ -17,10 +24,29 @@ import numpy as np
 
 from fmm_fast.backends.base import Backend
 from fmm_fast.core.datatypes import pad_batch
+from fmm_fast.core.heap import release_free_heap
 
 # Rows × padded length per batch. On a 2-core CPU 512–2048 ran MiniLM LOO batches fastest (16384 was
 # 20–25% slower: bench/bench_engine.py's sweep); a GPU wants more (--token-budget).
 DEFAULT_TOKEN_BUDGET = 2048
+# Bytes the cache of recent rows may hold (--cache-mb). 256 MiB keeps about a million rows of logits, or
+# 25,000 of MiniLM's MaSF signals (7 × 384 float32 each); results are the same with any budget, only rows
+# evicted before they are asked again run again.
+DEFAULT_CACHE_MB = 256
+# Rows at least this long make batches whose freed buffers the engine hands back to the operating system
+# (core/heap.py): long documents' runs stay flat; short rows' many small batches skip the call.
+LONG_ROW_TOKENS = 512
+KEY_BYTES = 16  # blake2b digest of a row's token ids
+# What an entry costs beyond its arrays' data: the key's bytes object, each ndarray's header, the dict slot
+# (CPython 3.11, 64-bit: 49 + 112 per array + about 100); an estimate, so the budget is honest, not exact.
+ENTRY_OVERHEAD_BYTES = 49 + KEY_BYTES + 100
+ARRAY_OVERHEAD_BYTES = 112
+
+
+def row_key(sequence: np.ndarray) -> bytes:
+    """(T,) token ids -> 16-byte key: equal rows, equal keys; a collision between different rows has
+    probability about 2⁻¹²⁸ per pair."""
+    return hashlib.blake2b(np.asarray(sequence, dtype=np.int64).tobytes(), digest_size=KEY_BYTES).digest()
 
 
 @dataclass
@@ -41,8 +67,9 @@ class MaskBatchEngine:
     """Evaluate many token sequences with deduplication, length bucketing and token-budget packing.
 
     token_budget bounds rows × padded length per batch; max_rows bounds rows per batch.
-    cache_rows keeps the logits of that many recently evaluated rows, so e.g. the pass that scored
-    an erasure step serves as the leave-one-out reference of the next step without running again.
+    The cache keeps the logits of recently evaluated rows, so e.g. the pass that scored an erasure step
+    serves as the leave-one-out reference of the next step without running again: at most cache_rows rows
+    (None: no row limit) and cache_mb MiB (cache_bytes: what it holds now), least recently used out first.
     keep_signals: every forward pass also computes the rows' MaSF signals and the cache keeps them beside
     the logits, so `signals()` of rows that `logits()` just scored runs nothing (one pass serves both).
     owner: who asks now (erasure sets each measure's name): a cached row that another owner's pass ran
@@ -54,15 +81,20 @@ class MaskBatchEngine:
         backend: Backend,
         token_budget: int = DEFAULT_TOKEN_BUDGET,
         max_rows: int = 512,
-        cache_rows: int = 100_000,
+        cache_rows: int | None = None,
         keep_signals: bool = False,
+        cache_mb: float = DEFAULT_CACHE_MB,
     ) -> None:
         if token_budget < 1 or max_rows < 1:
             raise ValueError("token_budget and max_rows must be positive")
+        if cache_mb < 0:
+            raise ValueError("cache_mb must be 0 (no cache) or positive")
         self.backend = backend
         self.token_budget = token_budget
         self.max_rows = max_rows
         self.cache_rows = cache_rows
+        self.cache_budget = int(cache_mb * 2**20)
+        self.cache_bytes = 0
         self.keep_signals = keep_signals
         self.stats = EngineStats()
         self._cache: OrderedDict[bytes, np.ndarray] = OrderedDict()
@@ -77,7 +109,7 @@ class MaskBatchEngine:
     def logits(self, sequences: Sequence[np.ndarray], progress=None) -> np.ndarray:
         """(N,) sequences of (T_i,) int64 -> (N, C) float32 logits, in request order."""
         self.stats.requested_rows += len(sequences)
-        keys = [np.asarray(s, dtype=np.int64).tobytes() for s in sequences]
+        keys = [row_key(s) for s in sequences]
         missing: dict[bytes, np.ndarray] = {}
         shared: set[bytes] = set()
         for key, seq in zip(keys, sequences, strict=True):
@@ -109,7 +141,7 @@ class MaskBatchEngine:
         """(N,) sequences -> (N, L+1, D) float32 MaSF signals, in request order (deduplicated; cached only
         with keep_signals, where cached rows run nothing and fresh ones are cached with their logits)."""
         self.stats.requested_rows += len(sequences)
-        keys = [np.asarray(s, dtype=np.int64).tobytes() for s in sequences]
+        keys = [row_key(s) for s in sequences]
         unique: dict[bytes, np.ndarray] = {}
         for key, seq in zip(keys, sequences, strict=True):
             if key not in self._signal_cache:
@@ -140,6 +172,8 @@ class MaskBatchEngine:
             self.stats.forward_rows += len(rows)
             self.stats.forward_tokens += real
             self.stats.padded_tokens += attention_mask.size - real
+            if input_ids.shape[1] >= LONG_ROW_TOKENS:
+                release_free_heap()
             if progress is not None:
                 progress.update(len(rows))
             yield [keys[i] for i in rows], output
@@ -157,16 +191,29 @@ class MaskBatchEngine:
         if batch:
             yield batch
 
+    def _entry_bytes(self, key: bytes) -> int:
+        """What the cache's entry `key` costs: its arrays' data and the bookkeeping around them."""
+        arrays = [self._cache[key], *([self._signal_cache[key]] if key in self._signal_cache else [])]
+        return ENTRY_OVERHEAD_BYTES + sum(ARRAY_OVERHEAD_BYTES + array.nbytes for array in arrays)
+
     def _remember(self, fresh: dict[bytes, np.ndarray], signals: dict[bytes, np.ndarray]) -> None:
-        """Cache fresh rows' logits (and with keep_signals their signals), least recently used out first."""
-        if self.cache_rows <= 0:
+        """Cache owned copies of fresh rows' logits (and with keep_signals their signals), then evict the
+        least recently used until the cache is within cache_rows and its byte budget."""
+        if self.cache_rows == 0 or self.cache_budget == 0:
             return
-        self._cache.update(fresh)
-        self._owners.update(dict.fromkeys(fresh, self.owner))
-        if self.keep_signals:
-            self._signal_cache.update(signals)
-        while len(self._cache) > self.cache_rows:
-            evicted, _ = self._cache.popitem(last=False)
+        for key, logits in fresh.items():
+            if key in self._cache:  # asked twice in one call: already counted
+                continue
+            self._cache[key] = logits.copy()
+            self._owners[key] = self.owner
+            if self.keep_signals and key in signals:
+                self._signal_cache[key] = signals[key].copy()
+            self.cache_bytes += self._entry_bytes(key)
+        rows_limit = len(self._cache) if self.cache_rows is None else self.cache_rows
+        while self._cache and (len(self._cache) > rows_limit or self.cache_bytes > self.cache_budget):
+            evicted = next(iter(self._cache))
+            self.cache_bytes -= self._entry_bytes(evicted)
+            del self._cache[evicted]
             self._signal_cache.pop(evicted, None)
             self._owners.pop(evicted, None)
 

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from fmm_fast.backends.engine import DEFAULT_TOKEN_BUDGET
+from fmm_fast.backends.engine import DEFAULT_CACHE_MB, DEFAULT_TOKEN_BUDGET
 from fmm_fast.backends.options import DEVICES, PROVIDERS, BackendOptions
 from fmm_fast.backends.precision import DEFAULT_PRECISION, PRECISIONS
 from fmm_fast.core.option_groups import keyword as _option
@@ -275,8 +275,8 @@ def training_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
 def engine_options(
     *, explain_rows: bool = True, flags: bool = False
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """--token-budget (and --explain-batch-rows for commands that explain), handed over as `engine` (or as
-    a dict of the flags: flags)."""
+    """--token-budget, --cache-mb (and --explain-batch-rows for commands that explain), handed over as
+    `engine` (or as a dict of the flags: flags)."""
     parameters = [
         _option(
             "token_budget",
@@ -287,7 +287,19 @@ def engine_options(
                 ),
             ],
             DEFAULT_TOKEN_BUDGET,
-        )
+        ),
+        _option(
+            "cache_mb",
+            Annotated[
+                float,
+                typer.Option(
+                    min=0,
+                    help="MiB of recently scored rows the engine keeps to skip running them again (0: none; "
+                    "bounds memory on long documents, results are the same with any).",
+                ),
+            ],
+            DEFAULT_CACHE_MB,
+        ),
     ]
     if explain_rows:
         parameters.append(

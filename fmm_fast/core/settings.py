@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from fmm_fast.backends.engine import DEFAULT_TOKEN_BUDGET
+from fmm_fast.backends.engine import DEFAULT_CACHE_MB, DEFAULT_TOKEN_BUDGET
 from fmm_fast.backends.options import BackendOptions, check
 from fmm_fast.backends.precision import resolve_training_precision
 from fmm_fast.core.digest import content_id
@@ -41,10 +41,12 @@ BUCKET_BATCHES = 50
 
 @dataclass(frozen=True)
 class EngineOptions:
-    """Cost knobs: rows × padded length per forward batch (the engine's), examples per explain call."""
+    """Cost knobs: rows × padded length per forward batch (the engine's), examples per explain call, and
+    the MiB the engine's cache of recent rows may hold (0: no cache; results are the same with any)."""
 
     token_budget: int = DEFAULT_TOKEN_BUDGET
     explain_batch_rows: int = DEFAULT_EXPLAIN_BATCH_ROWS
+    cache_mb: float = DEFAULT_CACHE_MB
 
     def __post_init__(self) -> None:
         check(
@@ -54,6 +56,7 @@ class EngineOptions:
                     self.explain_batch_rows >= 1,
                     f"--explain-batch-rows must be at least 1, got {self.explain_batch_rows}",
                 ),
+                (self.cache_mb >= 0, f"--cache-mb must be 0 (no cache) or positive, got {self.cache_mb}"),
             ]
         )
 

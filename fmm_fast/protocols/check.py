@@ -112,7 +112,11 @@ def run_check(
         return state
     # keeps one masked set: its metric's pass serves its signals, and memory stays one set's signals
     engine = MaskBatchEngine(
-        loaded.backend, token_budget=settings.engine.token_budget, cache_rows=len(test), keep_signals=True
+        loaded.backend,
+        token_budget=settings.engine.token_budget,
+        cache_rows=len(test),
+        keep_signals=True,
+        cache_mb=settings.engine.cache_mb,
     )
     calibration = MaSFCalibration.fit(
         engine.signals(inputs.calibration), "split", settings.calibration_seed, settings.split_components

@@ -117,7 +117,9 @@ def gradient_engine_maker(
     loaded: LoadedModel, options: BackendOptions, engine: MaskBatchEngine
 ) -> Callable[[], MaskBatchEngine]:
     """A maker of the gradient engine on `loaded` (`options` resolved), with `engine`'s token budget."""
-    return lambda: MaskBatchEngine(gradient_backend(loaded, options), token_budget=engine.token_budget)
+    return lambda: MaskBatchEngine(
+        gradient_backend(loaded, options), token_budget=engine.token_budget, cache_mb=engine.cache_mb
+    )
 
 
 def engine_chooser(

@@ -39,6 +39,7 @@ bits whatever else it is projected with).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numba
@@ -46,10 +47,16 @@ import numpy as np
 from numba import prange
 
 from fmm_fast.core.errors import UserError
-from fmm_fast.protocols.masf.reduction import DEFAULT_SPLIT_COMPONENTS, LayerProjection, check_components
+from fmm_fast.protocols.masf.reduction import (
+    DEFAULT_SPLIT_COMPONENTS,
+    LayerProjection,
+    check_components,
+    project_numpy,
+)
 
 MIN_CALIBRATION_EXAMPLES = 20  # per reference set: all N in-sample, each half for split
 CALIBRATION_METHODS = ("in-sample", "split")
+Projector = Callable[[LayerProjection, np.ndarray], np.ndarray]  # (projection, (M, L+1, D)) -> (M, L+1, r)
 
 
 def calibration_variant(method: str, components: int = DEFAULT_SPLIT_COMPONENTS) -> str:
@@ -72,6 +79,9 @@ SHARE_THRESHOLDS = ("0.001", "0.005", "0.01", "0.05", "0.1")
 # the block's level indices (rows × features intp) stay cache-resident, and a few hundred test signals still
 # make several work items for the threads.
 KERNEL_BLOCK_ROWS = 128
+# The share of half B's members, by the spread of their bounds, that _full_conformal_p_values walks through as
+# sorted "narrow" ones; the rest are checked one by one for every test example.
+WIDE_BOUNDS_QUANTILE = 0.9
 
 
 # ---------------------------------------------------------------------------------------------- validation
@@ -94,17 +104,20 @@ def _check_signals(signals: np.ndarray, what: str) -> np.ndarray:
 
 
 def _check_test(
-    test_signals: np.ndarray, signal_shape: tuple[int, int], projection: LayerProjection | None
+    test_signals: np.ndarray,
+    signal_shape: tuple[int, int],
+    projection: LayerProjection | None,
+    project: Projector = LayerProjection.apply,
 ) -> np.ndarray:
     """Test signals (M, L+1, D) checked against the calibration's (L+1, D) -> float32 (M, L+1, D), or
-    (M, L+1, r) projected when the calibration reduces its signals."""
+    (M, L+1, r) projected (by `project`) when the calibration reduces its signals."""
     test = _check_signals(test_signals, "test")
     if test.shape[1:] != signal_shape:
         raise UserError(
             f"test signals have shape (layers+1, hidden size) = {test.shape[1:]} but the calibration signals "
             f"have {signal_shape}; score test data with the same model that produced the calibration signals"
         )
-    return test if projection is None else projection.apply(test)
+    return test if projection is None else project(projection, test)
 
 
 @dataclass(frozen=True)
@@ -123,10 +136,11 @@ class ReferenceSets:
     calibrated: np.ndarray
     projection: LayerProjection | None
     signal_shape: tuple[int, int]
+    project: Projector = LayerProjection.apply
 
     def test(self, test_signals: np.ndarray) -> np.ndarray:
         """(M, L+1, D) test signals -> checked (M, L+1, R) float32, reduced as the calibration is."""
-        return _check_test(test_signals, self.signal_shape, self.projection)
+        return _check_test(test_signals, self.signal_shape, self.projection, self.project)
 
 
 def calibration_halves(n_calibration: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -176,10 +190,15 @@ def check_calibration_size(method: str, n_calibration: int, hidden: int, compone
 
 
 def reference_sets(
-    calibration_signals: np.ndarray, method: str, seed: int = 0, components: int = DEFAULT_SPLIT_COMPONENTS
+    calibration_signals: np.ndarray,
+    method: str,
+    seed: int = 0,
+    components: int = DEFAULT_SPLIT_COMPONENTS,
+    project: Projector = LayerProjection.apply,
 ) -> ReferenceSets:
     """Checked calibration signals (N, L+1, D) -> the reference sets of `method` (split: reduced to
-    `components` per layer, 0 = not); UserError if unusable."""
+    `components` per layer, 0 = not, by `project`: the compiled projection or its NumPy twin, the same
+    bits); UserError if unusable."""
     calibration = _check_signals(calibration_signals, "calibration")
     n_calibration, n_layers, hidden = calibration.shape
     check_calibration_size(method, n_calibration, hidden, components)
@@ -193,7 +212,13 @@ def reference_sets(
     # so B ∪ {test example} stays exchangeable and the full-conformal p-value stays valid.
     projection = LayerProjection.fit(level_1, components)
     return ReferenceSets(
-        method, seed, projection.apply(level_1), projection.apply(calibrated), projection, (n_layers, hidden)
+        method,
+        seed,
+        project(projection, level_1),
+        project(projection, calibrated),
+        projection,
+        (n_layers, hidden),
+        project,
     )
 
 
@@ -349,26 +374,79 @@ def _bag_logs(below, n_bag):  # pragma: no cover - compiled
     return logs
 
 
+@numba.njit(cache=True)
+def _bag_fisher_bounds(reference_logs):  # pragma: no cover - compiled
+    """(2, K, L+1) float64 from _bag_logs -> (2, K) float64: each member's lowest and highest Fisher statistic
+    in a bag, over every test example (every pattern of layers in which the test example is below it).
+
+    The lowest sums the larger log of each layer, the highest the smaller, in the order and with the
+    operations of _full_conformal_p_values: rounding to nearest is monotone, so a sum of terms each no larger
+    than another's rounds to no more, and the bounds hold exactly, not merely up to rounding.
+    """
+    n_members, n_layers = reference_logs.shape[1:]
+    bounds = np.empty((2, n_members), dtype=np.float64)
+    for member in range(n_members):
+        larger = 0.0
+        smaller = 0.0
+        for layer in range(n_layers):
+            larger += max(reference_logs[0, member, layer], reference_logs[1, member, layer])
+            smaller += min(reference_logs[0, member, layer], reference_logs[1, member, layer])
+        bounds[0, member] = -2.0 * larger
+        bounds[1, member] = -2.0 * smaller
+    return bounds
+
+
+@numba.njit(cache=True)
+def _member_fisher(simes_row, member, reference_simes, reference_logs):  # pragma: no cover - compiled
+    """A member's Fisher statistic in the bag of the K members and one test example of Simes statistics
+    simes_row (L+1,): its level 2 counts the test example where it is below the member."""
+    member_sum = 0.0
+    for layer in range(simes_row.shape[0]):
+        test_below = np.intp(simes_row[layer] < reference_simes[member, layer])
+        member_sum += reference_logs[test_below, member, layer]
+    return -2.0 * member_sum
+
+
 @numba.njit(parallel=True, cache=True)
-def _full_conformal_p_values(simes, fisher, reference_simes, reference_logs):  # pragma: no cover - compiled
+def _full_conformal_p_values(
+    simes, fisher, reference_simes, reference_logs, sorted_lowest, narrow, wide
+):  # pragma: no cover - compiled
     """Level 3 of each test example in the bag of the K calibrating members and itself.
 
     simes: (M, L+1) float64 test Simes statistics; fisher: (M,) their Fisher statistics in the bag
     (_fisher_statistics with n_reference K + 1); reference_simes: (K, L+1) the members' statistics;
-    reference_logs: _bag_logs. A member's level 2 counts the test example when it is below the member.
+    reference_logs: _bag_logs; sorted_lowest: (K,) every member's lowest bag Fisher statistic
+    (_bag_fisher_bounds), ascending; narrow: (3, Kn) float64 of the members whose bounds are close, ordered
+    by lowest bound: their index, lowest bound, and the running maximum of their highest bound in that
+    order; wide: (3, Kw) float64 of the others: index, lowest and highest bound.
     p = #(bag members with Fisher f ≥ the test's f) / (K + 1). Returns (M,) float64.
+
+    A member whose lowest bound is ≥ f counts and one whose highest is < f does not, whatever the test
+    example; only the few in between are computed, which turns K·(L+1) steps per test example into a
+    binary search and a handful of members (the bounds are exact, so the count is the one every member's
+    own statistic gives, tests/test_masf.py).
     """
-    n_signals, n_layers = simes.shape
+    n_signals = simes.shape[0]
     n_members = reference_simes.shape[0]
     p_values = np.empty(n_signals, dtype=np.float64)
     for row in prange(n_signals):
-        at_or_above = 1  # the test example itself
-        for member in range(n_members):
-            member_sum = 0.0
-            for layer in range(n_layers):
-                test_below = np.intp(simes[row, layer] < reference_simes[member, layer])
-                member_sum += reference_logs[test_below, member, layer]
-            at_or_above += np.intp(-2.0 * member_sum >= fisher[row])
+        threshold = fisher[row]
+        # the test example itself, and every member whose lowest bound is at or above it
+        at_or_above = 1 + n_members - _count_below_each(sorted_lowest, fisher[row : row + 1])[0]
+        # narrow members below their lowest bound's cut: walk down while one of them can still reach it
+        position = _count_below_each(narrow[1], fisher[row : row + 1])[0] - 1
+        while position >= 0 and narrow[2, position] >= threshold:
+            member = np.intp(narrow[0, position])
+            at_or_above += np.intp(
+                _member_fisher(simes[row], member, reference_simes, reference_logs) >= threshold
+            )
+            position -= 1
+        for position in range(wide.shape[1]):
+            if wide[1, position] < threshold <= wide[2, position]:
+                member = np.intp(wide[0, position])
+                at_or_above += np.intp(
+                    _member_fisher(simes[row], member, reference_simes, reference_logs) >= threshold
+                )
         p_values[row] = at_or_above / (n_members + 1)
     return p_values
 
@@ -428,11 +506,15 @@ class InSampleLevels:
 class FullConformalLevels:
     """Levels 2 and 3 of the split calibration, full-conformal over half B: sorted_simes (L+1, K) float64,
     B's Simes statistics ascending per layer; reference_simes (K, L+1) the same per member;
-    reference_logs (2, K, L+1) from _bag_logs."""
+    reference_logs (2, K, L+1) from _bag_logs; sorted_lowest, narrow, wide: each member's bounds on its
+    bag Fisher statistic, arranged for _full_conformal_p_values."""
 
     sorted_simes: np.ndarray
     reference_simes: np.ndarray
     reference_logs: np.ndarray
+    sorted_lowest: np.ndarray
+    narrow: np.ndarray
+    wide: np.ndarray
 
     @classmethod
     def fit(cls, reference_simes: np.ndarray) -> FullConformalLevels:
@@ -440,7 +522,22 @@ class FullConformalLevels:
         sorted_simes = np.ascontiguousarray(np.sort(reference_simes, axis=0).T)
         reference_simes = np.ascontiguousarray(reference_simes)
         below = _below_each_other(reference_simes, sorted_simes)
-        return cls(sorted_simes, reference_simes, _bag_logs(below, len(reference_simes) + 1))
+        logs = _bag_logs(below, len(reference_simes) + 1)
+        lowest, highest = _bag_fisher_bounds(logs)
+        # A member is computed only for test examples between its bounds; most bounds are close (one count
+        # more in a layer moves its p2 by 1 / (K + 1)), those of members at a layer's extreme are far apart
+        # (p2 = 0 against 1 / (K + 1)): the widest tenth is checked on its own, so that the walk down the
+        # narrow ones stops soon after it starts.
+        width = highest - lowest
+        is_wide = width > np.quantile(width, WIDE_BOUNDS_QUANTILE)
+        narrow_members = np.flatnonzero(~is_wide)
+        narrow_members = narrow_members[np.argsort(lowest[narrow_members], kind="stable")]
+        narrow = np.stack(
+            [narrow_members, lowest[narrow_members], np.maximum.accumulate(highest[narrow_members])]
+        ).astype(np.float64)
+        wide_members = np.flatnonzero(is_wide)
+        wide = np.stack([wide_members, lowest[wide_members], highest[wide_members]]).astype(np.float64)
+        return cls(sorted_simes, reference_simes, logs, np.sort(lowest), narrow, wide)
 
     @property
     def n(self) -> int:
@@ -449,7 +546,15 @@ class FullConformalLevels:
     def p_values(self, simes: np.ndarray) -> np.ndarray:
         """(M, L+1) float64 -> (M,) float64 full-conformal p-values, at least 1 / (K + 1)."""
         fisher = _fisher_statistics(simes, self.sorted_simes, self.n + 1)
-        return _full_conformal_p_values(simes, fisher, self.reference_simes, self.reference_logs)
+        return _full_conformal_p_values(
+            simes,
+            fisher,
+            self.reference_simes,
+            self.reference_logs,
+            self.sorted_lowest,
+            self.narrow,
+            self.wide,
+        )
 
 
 class MaSFCalibration:
@@ -607,8 +712,9 @@ def masf_numpy_p_values(
     seed: int = 0,
     components: int = DEFAULT_SPLIT_COMPONENTS,
 ) -> np.ndarray:
-    """(N_cal, L+1, D), (N_test, L+1, D) float32 -> (N_test,) float64; every ECDF by np.searchsorted."""
-    sets = reference_sets(calibration_signals, method, seed, components)
+    """(N_cal, L+1, D), (N_test, L+1, D) float32 -> (N_test,) float64; every ECDF by np.searchsorted, the
+    split's reduction by NumPy too (project_numpy)."""
+    sets = reference_sets(calibration_signals, method, seed, components, project_numpy)
     n_level_1, n_layers, hidden = sets.level_1.shape
     test = sets.test(test_signals)
     sorted_level_1 = np.sort(sets.level_1.reshape(n_level_1, -1), axis=0)  # (N1, F)

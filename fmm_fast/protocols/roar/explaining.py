@@ -54,7 +54,9 @@ def explain_dataset(
     recursive erasure seeds them) by the checkpoint `model` on the inputs `current` of every split, and
     the passes it ran."""
     loaded = load_model(model, settings.explaining_backend)
-    engine = MaskBatchEngine(loaded.backend, token_budget=settings.engine.token_budget)
+    engine = MaskBatchEngine(
+        loaded.backend, token_budget=settings.engine.token_budget, cache_mb=settings.engine.cache_mb
+    )
     measure = spec.build(seed, step)
     ids = example_ids(encoded)
     scores = {

@@ -219,7 +219,9 @@ def run_erasure(settings: RoarSettings, out: Path, seed: int, data: SeedData, pr
         engine=settings.engine,
         backend=settings.explaining_backend,
     )
-    engine = MaskBatchEngine(loaded.backend, token_budget=settings.engine.token_budget)
+    engine = MaskBatchEngine(
+        loaded.backend, token_budget=settings.engine.token_budget, cache_mb=settings.engine.cache_mb
+    )
     directory = seed_dir(out, seed) / ERASURE_DIR
     evaluate_model(
         loaded,

@@ -174,7 +174,8 @@ def main() -> None:
     results: dict = {"datasets": {}}
     for name in args.datasets:
         dataset = amazon_csv() if name == "amazon-snippets.csv" else name
-        data = DataOptions(dataset, size=args.size, test_size=args.test_size)
+        fields = {"text_field": "text", "label_field": "label"} if dataset.endswith(".csv") else {}
+        data = DataOptions(dataset, size=args.size, test_size=args.test_size, **fields)
         runs: dict = {"plain": [], "masked": []}
         for seed in args.seeds:
             for strategy in ("plain", "masked"):
@@ -188,6 +189,9 @@ def main() -> None:
                 seconds = time.perf_counter() - clock
                 found = statistics(out / "model", data, args.test_size, 200, seed)
                 runs[strategy].append({"seed": seed, "train_seconds": seconds, **found})
+                if args.json:  # after each model: a partial study keeps what it measured
+                    args.json.parent.mkdir(parents=True, exist_ok=True)
+                    args.json.write_text(json.dumps({**results, "partial": {name: runs}}, indent=1))
                 print(
                     f"{name} {strategy} seed {seed}: metric {found['per_ratio'][0]['metric']:.3f} "
                     f"→ {found['per_ratio'][-1]['metric']:.3f} (majority {found['majority']:.3f}); "

@@ -1,10 +1,12 @@
-"""`fmm-fast check`'s verdict from its per-ratio points: does the model handle masks (docs/method.md, "Does
-the model handle masks?")? Decided from what the weights do on the check's data, nothing else: no argument here
-can carry what a model's folder says about its training.
+"""`fmm-fast check`'s verdict from its per-ratio points: does the model handle masks (docs/method.md,
+"Does the model handle masks?")? Decided from what the weights do on the check's data, nothing else: no
+argument here can carry what a model's folder says about its training.
 
-Chosen by measurement (bench/check_separation.py, docs/results/check-separation.md): the excess NLL at 100%
-masked separates plain from masked fine-tuning on every data set where the model learned the task; MaSF's
-first out-of-distribution ratio is shown beside it but does not decide (see the page for why).
+The deciding statistic is the excess NLL at 100% masked (masked fine-tuning drives a fully masked input's
+prediction to the label prior; plain fine-tuning leaves it confidently wrong). The measurement that is to
+choose it and its limit (bench/check_separation.py, docs/results/check-separation.md) is partial: the limit
+below is a provisional value, not yet a measured one. MaSF's first out-of-distribution ratio is shown, not
+used: under either calibration it did not separate plain from masked models in the measurements so far.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ DOES_NOT = "does not handle masks"
 CANNOT_TELL = "cannot tell on this data"
 VERDICTS = (HANDLES, DOES_NOT, CANNOT_TELL)
 # Nats of mean excess NLL at 100% masked above which a model answers fully masked inputs more confidently
-# wrongly than the label prior does (measured: docs/results/check-separation.md)
+# wrongly than the label prior does; provisional (docs/results/check-separation.md: one plain model measured
+# 0.7 so far)
 EXCESS_NLL_LIMIT = 0.1
 CONFIDENCE_Z = 1.96  # the two-sided 95% normal interval of the mean excess NLL
 VERDICT_RULE = (
@@ -24,7 +27,8 @@ VERDICT_RULE = (
     f"NLL minus the label prior's) lies above {EXCESS_NLL_LIMIT} nats, handles masks when it lies at or "
     "below it; cannot tell when it straddles it, when the model is no better than the majority baseline "
     "unmasked, or when MaSF finds the unmasked test split out of distribution (Holm-corrected p ≤ "
-    f"{IN_DISTRIBUTION_LEVEL}); MaSF's first out-of-distribution ratio (Holm across ratios) is shown, not used"
+    f"{IN_DISTRIBUTION_LEVEL}); MaSF's first out-of-distribution ratio (Holm across ratios) is shown, "
+    "not used"
 )
 
 
@@ -55,14 +59,15 @@ def judge(points: list[dict], metric: str, majority: float, fix: str) -> dict:
     if first_out == 0:
         reason = (
             "MaSF finds the unmasked test split out of distribution against the validation split it "
-            "calibrates on, so the two splits differ; check both hold the same kind of data (--dataset and its options)"
+            "calibrates on, so the two splits differ; check both hold the same kind of data (--dataset and "
+            "its options)"
         )
         return {**found, "verdict": CANNOT_TELL, "text": f"{CANNOT_TELL}: {reason}"}
     if low > EXCESS_NLL_LIMIT:
         text = (
             f"{DOES_NOT}: fully masked, it answers more confidently wrongly than the label prior ({loss}, "
-            f"above {EXCESS_NLL_LIMIT}); erasure on it measures its reaction to masks, not the explanation; masked "
-            f"fine-tuning fixes it (if it is masked-fine-tuned already, train it longer): {fix}"
+            f"above {EXCESS_NLL_LIMIT}); erasure on it measures its reaction to masks, not the explanation; "
+            f"masked fine-tuning fixes it (if it is masked-fine-tuned already, train it longer): {fix}"
         )
         return {**found, "verdict": DOES_NOT, "text": text, "fix": fix}
     if high <= EXCESS_NLL_LIMIT:

@@ -113,6 +113,6 @@ def render_check_markdown(records: list[dict]) -> str:
     caption = (
         "`fmm-fast check`: does the model handle masks? Metric ×100 on the masked test split; excess NLL: "
         "the gold labels' NLL at 100% masked minus the label prior's, in nats; MaSF: its calibration set and "
-        "the first ratio whose Simes p-value (split calibration, Holm-corrected across ratios) is at most 0.05."
+        "the first ratio whose Simes p (split calibration, Holm-corrected across ratios) is at most 0.05."
     )
     return "\n\n".join([caption, markdown_table(header, rows)]) + "\n"

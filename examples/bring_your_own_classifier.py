@@ -8,11 +8,11 @@
    It trains on the first 1,000 sentences of the training split fmm-fast uses, so the validation and test
    sentences the checks read are unseen.
 2. `fmm-fast check` on that folder: plain fine-tuning never showed the model a masked input, so expect
-   "out of distribution" at high masking ratios: there, erasure scores would measure the model's reaction to
-   masks, not the explanation.
+   "does not handle masks": erasure scores would measure the model's reaction to masks, not the
+   explanation.
 3. `fmm-fast train --model DIR/my-model --strategy masked`: the command the check names as the fix; it
    continues the classifier with its own head and labels, with masked fine-tuning.
-4. `fmm-fast check` again: expect "in distribution under masking".
+4. `fmm-fast check` again: expect "handles masks".
 5. `fmm-fast evaluate` (recursive erasure of loo-abs and grad-l2 against rand; --tiny: grad-l2) on the
    masked model, and `fmm-fast report` of the two checks and the evaluation.
 

@@ -36,12 +36,12 @@ def test_bring_your_own_classifier_tiny(example, tmp_path, capsys, one_torch_thr
     assert not (tmp_path / "my-model" / "fmm_info.json").exists()
     plain = read_record(tmp_path / "check-plain" / "check.json")
     assert plain["model"]["trained_by"] == "elsewhere" and plain["model"]["strategy"] == "unknown"
-    assert plain["calibration"]["strategy"] == "plain"  # never masked: calibrated unmasked
+    assert plain["calibration"]["set"] == "unmasked"  # the default for every model
     training = read_record(tmp_path / "masked" / "run.json")  # continued from the folder, head kept
     assert training["model"]["base"] == str(tmp_path / "my-model")
     assert training["model"]["start"] == "classifier"
     masked = read_record(tmp_path / "check-masked" / "check.json")
-    assert masked["model"]["strategy"] == "masked" and masked["calibration"]["strategy"] == "masked"
+    assert masked["model"]["strategy"] == "masked" and masked["calibration"]["set"] == "unmasked"  # the same
     assert [p["ratio"] for p in masked["points"]] == [0.0, 0.5, 1.0]
     assert read_record(tmp_path / "evaluate" / "seed-0" / "result.json")["n_examples"] == 3
     table = (tmp_path / "report" / "check.md").read_text()

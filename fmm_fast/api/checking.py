@@ -13,19 +13,18 @@ from fmm_fast.api.inputs import model_source, run_folder
 from fmm_fast.api.options import backend_arguments, data_arguments, engine_arguments
 from fmm_fast.api.results import Check
 from fmm_fast.backends.loading import load_model
-from fmm_fast.core.datatypes import trained_in
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.outputs import check_directory, claim_directory, finish_run, output_lock
 from fmm_fast.core.progress import progress_bar
 from fmm_fast.core.settings import (
     DEFAULT_CALIBRATION_SIZE,
+    DEFAULT_CHECK_CALIBRATION,
     DEFAULT_CHECK_LIMIT,
     BackendOptions,
     CheckSettings,
     EngineOptions,
 )
 from fmm_fast.data.options import DataOptions
-from fmm_fast.protocols.masf.reduction import DEFAULT_SPLIT_COMPONENTS
 
 DEFAULT_RATIOS = "0,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1"  # --ratios as its command shows it
 
@@ -47,27 +46,33 @@ def parse_ratios(ratios: str | Sequence[float]) -> tuple[float, ...]:
 @data_arguments(limit=DEFAULT_CHECK_LIMIT)
 def check(
     model: Any,
-    out: str | Path | None = None,
     *,
+    out: str | Path | None = None,
     data: DataOptions,
     ratios: str | Sequence[float] = DEFAULT_RATIOS,
+    calibration: str = DEFAULT_CHECK_CALIBRATION,
     calibration_size: int = DEFAULT_CALIBRATION_SIZE,
     seed: int = 0,
     calibration_seed: int = 0,
-    split_components: int = DEFAULT_SPLIT_COMPONENTS,
+    split_components: int | None = None,
     overwrite: bool = False,
     quiet: bool = False,
     engine: EngineOptions,
     backend: BackendOptions,
 ) -> Check:
-    """Can erasure be trusted on this model and dataset? The primary metric and MaSF's split-calibration
-    p-value of the test split masked at each ratio as the `rand` erasure curve masks it, and the verdict
-    ("out of distribution from r%", with the `fmm-fast train --strategy masked` command that fixes it, or
-    "in distribution under masking"): what `fmm-fast check` does, with its options.
+    """Does the model handle masks, so that erasure can be trusted on it? The primary metric, the excess NLL
+    (against the label prior) and MaSF's split-calibration p-value of the test split masked at each ratio as
+    the `rand` erasure curve masks it, and the verdict ("handles masks", "does not handle masks" with the
+    `fmm-fast train --strategy masked` command that fixes it, or "cannot tell on this data"): what
+    `fmm-fast check` does, with its options. The verdict depends on the weights only: the same model as a
+    folder, an .onnx or a (model, tokenizer) pair, with or without fmm-fast's metadata, gets the same one.
 
-    model, dataset, out: as for fmm_fast.evaluate; limit: the first N test examples (200 unless told).
-    ratios: "0,0.5,1" or [0, 0.5, 1] (0 and 1 always tested). calibration_size: the first N validation
-    examples calibrate MaSF (at least 40). Returns Check (check.json); a notebook shows the verdict.
+    model, dataset, out (by keyword): as for fmm_fast.evaluate; limit: the first N test examples (200 unless
+    told). ratios: "0,0.5,1" or [0, 0.5, 1] (0 and 1 always tested). calibration: "unmasked" (default, for
+    every model) or "masked": what MaSF calibrates on, the validation split as it is or masked as masked
+    fine-tuning masks it. calibration_size: the first N validation examples calibrate MaSF (at least 40).
+    split_components: None fits them to the model's width and the calibration size. Returns Check
+    (check.json): `.verdict`, `.first_out_ratio`, `.calibration`, `.to_pandas()`.
 
     Example: `fmm_fast.check("model.onnx", dataset="sst2", ratios=[0, 0.2, 0.5, 1])`
     """
@@ -89,6 +94,7 @@ def check(
             calibration_size,
             calibration_seed,
             split_components,
+            calibration,
             engine=engine,
             backend=backend,
         )
@@ -96,8 +102,7 @@ def check(
         loaded = load_model(model, settings.backend)
         inputs = check_inputs(loaded, settings)  # a data or calibration mistake fails before the claim
         claim_directory(out, RUN_KIND, settings.fingerprint_fields(), overwrite, files=CHECK_FILES)
-        info = loaded.info
-        print(f"model {model} on {loaded.backend.name}, strategy {info.strategy}{trained_in(info)}")
+        print(f"model {model} on {loaded.backend.name}; MaSF calibration: {settings.calibration} validation")
         # one pass per calibration example and per test example at every ratio
         passes = PassCount(forward=len(inputs.calibration) + len(inputs.test) * len(settings.ratios))
         probe = seconds_per_row(loaded.backend, inputs.test, engine.token_budget)

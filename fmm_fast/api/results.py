@@ -268,8 +268,10 @@ class Check(RunResult):
     """`fmm_fast.check`'s result: check.json, shown as the report's verdict table and the metric and MaSF
     p-value per masking ratio.
 
-    Example: `fmm_fast.check("model.onnx", dataset="sst2").to_pandas()` has a row per ratio: the primary
-    metric, simes and in_distribution; `.record["verdict"]["text"]` says what it means.
+    Example: `result = fmm_fast.check("model.onnx", dataset="sst2")`; `result.verdict` is "handles masks",
+    "does not handle masks" or "cannot tell on this data"; `result.to_pandas()` has the printed table, a row
+    per ratio: ratio, the primary metric, majority, excess_nll, simes, simes_holm and in_distribution;
+    `.record["verdict"]["text"]` says what it means.
     """
 
     RECORDS = "check.json"
@@ -285,16 +287,26 @@ class Check(RunResult):
 
         return check_figure(self.record)
 
+    @property
+    def verdict(self) -> str:
+        """ "handles masks", "does not handle masks" or "cannot tell on this data"."""
+        return self.record["verdict"]["verdict"]
+
+    @property
+    def first_out_ratio(self) -> float | None:
+        """The smallest masking ratio MaSF finds out of distribution (Holm-corrected), None when none is."""
+        return self.record["verdict"]["first_out_ratio"]
+
+    @property
+    def calibration(self) -> str:
+        """What MaSF calibrated on: "unmasked" or "masked" validation examples."""
+        return self.record["calibration"]["set"]
+
     def rows(self) -> Iterator[dict[str, Any]]:
-        """(ratio, the primary metric, simes, in_distribution)."""
-        metric = self.record["metric"]
-        for point in self.record["points"]:
-            yield {
-                "ratio": point["ratio"],
-                metric: point["metrics"][metric],
-                "simes": point["simes"],
-                "in_distribution": point["in_distribution"],
-            }
+        """The printed table's rows (report.check.table_rows)."""
+        from fmm_fast.report.check import table_rows
+
+        yield from table_rows(self.record)
 
 
 class Roar(RunResult):

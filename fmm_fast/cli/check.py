@@ -16,8 +16,12 @@ from fmm_fast.cli.options import (
     data_options,
     engine_options,
 )
-from fmm_fast.core.settings import DEFAULT_CALIBRATION_SIZE, DEFAULT_CHECK_LIMIT
-from fmm_fast.protocols.masf.reduction import DEFAULT_SPLIT_COMPONENTS
+from fmm_fast.core.settings import (
+    CHECK_CALIBRATIONS,
+    DEFAULT_CALIBRATION_SIZE,
+    DEFAULT_CHECK_CALIBRATION,
+    DEFAULT_CHECK_LIMIT,
+)
 
 
 @app.command()
@@ -36,6 +40,12 @@ def check(
         metavar="R,R,...",
         help="Masked shares of the explained tokens to test (0 and 1 are always tested).",
     ),
+    calibration: str = typer.Option(
+        DEFAULT_CHECK_CALIBRATION,
+        metavar="|".join(CHECK_CALIBRATIONS),
+        help="What MaSF calibrates on, the same for every model: the validation split as it is (unmasked), "
+        "or masked as masked fine-tuning masks it (masked). Printed with the verdict and recorded.",
+    ),
     calibration_size: int = typer.Option(
         DEFAULT_CALIBRATION_SIZE,
         min=1,
@@ -44,28 +54,29 @@ def check(
     ),
     seed: int = typer.Option(0, min=0, help="Seed of the random masking (test and calibration)."),
     calibration_seed: int = typer.Option(0, min=0, help="Seed of the split calibration's halves."),
-    split_components: int = typer.Option(
-        DEFAULT_SPLIT_COMPONENTS,
+    split_components: int | None = typer.Option(
+        None,
+        show_default=False,
         help="Principal components per layer the split calibration reduces the hidden states to, fitted on "
-        "its first half (below N/2). 0: no reduction.",
+        "its first half (below N/2 and the hidden size). 0: no reduction. Default: as many as the model's "
+        "width and the calibration size allow, at most 32.",
     ),
     overwrite: OverwriteOption = False,
     quiet: QuietOption = False,
     engine: dict,
     backend: dict,
 ) -> None:
-    """Can erasure be trusted on this model and dataset? A verdict in minutes.
+    """Does the model handle masks, so that erasure can be trusted on it? A verdict in minutes.
 
     Masks the test split at each ratio as the `rand` erasure curve does (a random share of the explained
     tokens, nested from ratio to ratio) and reports the primary metric against the class-majority
-    baseline and MaSF's in-distribution p-value, calibrated on validation examples masked the way the model
-    was trained (unmasked for a model fmm-fast did not train), with the valid split calibration. Verdict
-    rule: the masked inputs at a ratio are out of distribution when the dataset-level Simes summary of their
-    MaSF p-values is at most 0.05; the model is "out of distribution from r%" at the smallest such ratio,
-    with the `fmm-fast train --strategy masked` command that fixes it, and "in distribution under masking"
-    when no ratio is out (erasure then measures the explanation). The metric is shown, not used: losing
-    accuracy as masking removes the evidence is what erasure measures. Each ratio is saved as it finishes:
-    rerun the same command to resume.
+    baseline, the excess NLL (the gold labels' NLL minus the label prior's) and MaSF's in-distribution
+    p-value (valid split calibration on the --calibration set; Holm-corrected across the ratios). Verdict:
+    "does not handle masks" when fully masked inputs get answers more confidently wrong than the label prior
+    (with the `fmm-fast train --strategy masked` command that fixes it), "handles masks" when they get about
+    the prior, "cannot tell on this data" when the test cannot decide. It depends on the weights only, not on
+    what the model's folder says about its training. Each ratio is saved as it finishes: rerun the same
+    command to resume.
     """
     from fmm_fast.api.checking import check as run  # loads NumPy and the backends: not at --help
 
@@ -73,6 +84,7 @@ def check(
         model,
         out=out,
         ratios=ratios,
+        calibration=calibration,
         calibration_size=calibration_size,
         seed=seed,
         calibration_seed=calibration_seed,

@@ -363,6 +363,10 @@ class MasfSettings(ResumableSettings):
 DEFAULT_CHECK_RATIOS = tuple(round(0.1 * j, 1) for j in range(11))  # the erasure protocol's ratios
 DEFAULT_CALIBRATION_SIZE = 500  # validation examples the check calibrates MaSF on
 DEFAULT_CHECK_LIMIT = 200  # test examples the check masks
+# what MaSF in `fmm-fast check` calibrates on: the validation split as it is, or masked as masked fine-tuning
+# masks it; one default for every model, whatever its folder says about its training
+CHECK_CALIBRATIONS = ("unmasked", "masked")
+DEFAULT_CHECK_CALIBRATION = "unmasked"
 
 
 @dataclass(frozen=True)
@@ -374,7 +378,9 @@ class CheckSettings(ResumableSettings):
     ratios: masked shares of the explained tokens, rising; 0 and 1 are always among them. seed: of the rand
     masking and of the calibration's training-like masking. calibration_size: the first N validation
     examples calibrate (split in halves A and B by calibration_seed; split_components principal components
-    per layer fitted on A). data.limit: the first N test examples are masked.
+    per layer fitted on A, None: as many as the model's width and half A allow, at most 32), as they are or
+    masked as masked fine-tuning masks them (`calibration`, one of CHECK_CALIBRATIONS). data.limit: the first
+    N test examples are masked.
     """
 
     model: str
@@ -383,7 +389,8 @@ class CheckSettings(ResumableSettings):
     seed: int = 0
     calibration_size: int = DEFAULT_CALIBRATION_SIZE
     calibration_seed: int = 0
-    split_components: int = DEFAULT_SPLIT_COMPONENTS
+    split_components: int | None = None
+    calibration: str = DEFAULT_CHECK_CALIBRATION
     engine: EngineOptions = field(default_factory=EngineOptions)
     backend: BackendOptions = field(default_factory=BackendOptions)
 
@@ -400,10 +407,15 @@ class CheckSettings(ResumableSettings):
                     f"--calibration-size must be at least {least} ({least // 2} per half of the split "
                     f"calibration), got {self.calibration_size}",
                 ),
+                (
+                    self.calibration in CHECK_CALIBRATIONS,
+                    f"--calibration must be one of {', '.join(CHECK_CALIBRATIONS)}, got {self.calibration!r}",
+                ),
             ]
         )
         object.__setattr__(self, "ratios", tuple(sorted({0.0, 1.0, *(float(r) for r in self.ratios)})))
-        check_components(self.split_components)
+        if self.split_components is not None:
+            check_components(self.split_components)
         _check_seed(self.seed)
         _check_seed(self.calibration_seed, "--calibration-seed")
         _resolve_precision(self, [self.model])

@@ -26,7 +26,7 @@ SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")  # .json: one JSON object per
 LOCAL_METRIC = "accuracy"
 # --metric for local files: accuracy for balanced classes, macro-F1 (the paper's choice) for imbalanced ones
 LOCAL_METRICS = {"accuracy": "accuracy", "macro-f1": "macro_f1"}
-LOCAL_EPOCHS = 10
+LOCAL_EPOCHS = 2  # what the guides train with: a model in minutes; pass --epochs for more
 NESTED = {list: "list", dict: "JSON object"}  # what a JSON or Parquet cell may hold instead of one value
 
 

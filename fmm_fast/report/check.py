@@ -1,8 +1,9 @@
 """The report's check section: the verdicts of `fmm-fast check` runs (check.json) as one table.
 
-Per check one row: the model, its training strategy ("elsewhere": not trained by fmm-fast), the dataset,
-the primary metric unmasked and fully masked against the majority baseline, and the verdict: in
-distribution under masking, or out from r%.
+Per check one row: the model, its training strategy as its folder records it ("elsewhere": not trained by
+fmm-fast; shown, never used by the verdict), the dataset, the primary metric unmasked and fully masked against
+the majority baseline, the excess NLL at 100% masked, MaSF's calibration and first out-of-distribution ratio,
+and the verdict: handles masks, does not handle masks, or cannot tell on this data.
 """
 
 from __future__ import annotations
@@ -17,7 +18,14 @@ from fmm_fast.report.tables import markdown_table
 
 CHECK_FILE = "check.json"
 CHECK_TABLE = "check.md"
-_POINT = {"ratio": float, "metrics": {"*": float}, "simes": float}
+_POINT = {
+    "ratio": float,
+    "metrics": {"*": float},
+    "excess_nll": float,
+    "simes": float,
+    "simes_holm": float,
+    "in_distribution": bool,
+}
 CHECK_RECORD = {
     "kind": str,
     "dataset": str,
@@ -27,7 +35,8 @@ CHECK_RECORD = {
     "majority_baseline": float,
     "model": {"path": str, "strategy": str},
     "points": [_POINT],
-    "verdict": {"in_distribution": bool, "out_from": (float, None), "fix": (str, None)},
+    "calibration": {"set": str},
+    "verdict": {"verdict": str, "first_out_ratio": (float, None), "fix": (str, None)},
 }
 
 
@@ -53,12 +62,36 @@ def trained(model: dict) -> str:
     return model["strategy"] if model.get("trained_by", "fmm-fast") == "fmm-fast" else "elsewhere"
 
 
+def table_rows(record: dict) -> list[dict]:
+    """A check's table, one row per ratio, as `fmm-fast check` prints it and Check.to_pandas() gives it:
+    ratio, the primary metric, the majority baseline, the excess NLL, MaSF's Simes p raw and Holm-corrected,
+    and whether that ratio is in distribution."""
+    metric = record["metric"]
+    return [
+        {
+            "ratio": point["ratio"],
+            metric: point["metrics"][metric],
+            "majority": record["majority_baseline"],
+            "excess_nll": point["excess_nll"],
+            "simes": point["simes"],
+            "simes_holm": point["simes_holm"],
+            "in_distribution": point["in_distribution"],
+        }
+        for point in record["points"]
+    ]
+
+
+def first_out_cell(record: dict) -> str:
+    """MaSF's calibration and its first out-of-distribution ratio, e.g. "unmasked: out from 90%"."""
+    first = record["verdict"]["first_out_ratio"]
+    found = "in at every ratio" if first is None else f"out from {first:.0%}"
+    return f"{record['calibration']['set']}: {found}"
+
+
 def verdict_cell(verdict: dict) -> str:
-    """ "in distribution" or "out from r%" (and the fixing command)."""
-    if verdict["in_distribution"]:
-        return "in distribution under masking"
+    """The verdict (and the fixing command)."""
     fix = markdown("; fix: {fix:code}", fix=verdict["fix"]) if verdict["fix"] else Markdown("")
-    return markdown("out of distribution from {ratio:.0%} masked{fix}", ratio=verdict["out_from"], fix=fix)
+    return markdown("{verdict}{fix}", verdict=verdict["verdict"], fix=fix)
 
 
 def render_check_markdown(records: list[dict]) -> str:
@@ -75,12 +108,18 @@ def render_check_markdown(records: list[dict]) -> str:
                 f"{100 * points[0]['metrics'][metric]:.1f}",
                 f"{100 * points[-1]['metrics'][metric]:.1f}",
                 f"{100 * record['majority_baseline']:.1f}",
+                f"{points[-1]['excess_nll']:.2f}",
+                first_out_cell(record),
                 verdict_cell(record["verdict"]),
             ]
         )
-    header = ["Model", "Trained", "Data", "Metric", "Unmasked", "100% masked", "Majority", "Verdict"]
+    header = [
+        "Model", "Trained", "Data", "Metric", "Unmasked", "100% masked", "Majority", "Excess NLL", "MaSF",
+        "Verdict",
+    ]  # fmt: skip
     caption = (
-        "`fmm-fast check`: can erasure be trusted? Metric ×100 on the masked test split; out of distribution "
-        "where the MaSF Simes p-value (split calibration) is at most 0.05."
+        "`fmm-fast check`: does the model handle masks? Metric ×100 on the masked test split; excess NLL: "
+        "the gold labels' NLL at 100% masked minus the label prior's, in nats; MaSF: its calibration set and "
+        "the first ratio whose Simes p (split calibration, Holm-corrected across ratios) is at most 0.05."
     )
     return "\n\n".join([caption, markdown_table(header, rows)]) + "\n"

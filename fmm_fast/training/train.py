@@ -44,7 +44,7 @@ from fmm_fast.core.errors import UserError
 from fmm_fast.core.machine import machine_record
 from fmm_fast.core.metrics import compute_metrics, majority_metric
 from fmm_fast.core.outputs import check_directory, claim_directory, finish_run
-from fmm_fast.core.progress import progress_bar
+from fmm_fast.core.progress import logged_progress_bar
 from fmm_fast.core.records import Stopwatch, versions, write_record
 from fmm_fast.core.settings import BUCKET_BATCHES, WEIGHT_DECAY, TrainSettings
 from fmm_fast.data.base import TextDataset
@@ -497,7 +497,7 @@ def train_epochs(
     total_clock.carry(state.durations.pop("total", 0.0))  # the interrupted invocations' time
     train_split = data.encoded["train"]
     lengths = np.asarray([len(ids) for ids in train_split.input_ids], dtype=np.int64)
-    bar = progress_bar(
+    bar = logged_progress_bar(  # off a terminal: a line at the first step, then each minute
         total_steps,
         f"train {run.dataset.name} ({settings.strategy})",
         unit="step",

@@ -1,0 +1,80 @@
+"""`fmm-fast check`'s verdict from its per-ratio points: does the model handle masks (docs/method.md,
+"Does the model handle masks?")? Decided from what the weights do on the check's data, nothing else: no
+argument here can carry what a model's folder says about its training.
+
+The deciding statistic is the excess NLL at 100% masked (masked fine-tuning drives a fully masked input's
+prediction to the label prior; plain fine-tuning leaves it confidently wrong). The measurement that is to
+choose it and its limit (bench/check_separation.py, docs/results/check-separation.md) is partial: the limit
+below is a provisional value, not yet a measured one. MaSF's first out-of-distribution ratio is shown, not
+used: under either calibration it did not separate plain from masked models in the measurements so far.
+"""
+
+from __future__ import annotations
+
+from fmm_fast.protocols.masf.statistic import IN_DISTRIBUTION_LEVEL
+
+HANDLES = "handles masks"
+DOES_NOT = "does not handle masks"
+CANNOT_TELL = "cannot tell on this data"
+VERDICTS = (HANDLES, DOES_NOT, CANNOT_TELL)
+# Nats of mean excess NLL at 100% masked above which a model answers fully masked inputs more confidently
+# wrongly than the label prior does; provisional (docs/results/check-separation.md: one plain model measured
+# 0.7 so far)
+EXCESS_NLL_LIMIT = 0.1
+CONFIDENCE_Z = 1.96  # the two-sided 95% normal interval of the mean excess NLL
+VERDICT_RULE = (
+    "does not handle masks when the 95% interval of the mean excess NLL at 100% masked (the gold labels' "
+    f"NLL minus the label prior's) lies above {EXCESS_NLL_LIMIT} nats, handles masks when it lies at or "
+    "below it; cannot tell when it straddles it, when the model is no better than the majority baseline "
+    "unmasked, or when MaSF finds the unmasked test split out of distribution (Holm-corrected p ≤ "
+    f"{IN_DISTRIBUTION_LEVEL}); MaSF's first out-of-distribution ratio (Holm across ratios) is shown, "
+    "not used"
+)
+
+
+def judge(points: list[dict], metric: str, majority: float, fix: str) -> dict:
+    """The verdict of a check's per-ratio points (each {"ratio", "metrics", "excess_nll", "excess_nll_se",
+    "simes_holm"}, rising ratios, 0 and 1 among them) under VERDICT_RULE, in words; majority: the
+    class-majority baseline of `metric`; fix: the command that masked-fine-tunes the model."""
+    out_ratios = [p["ratio"] for p in points if p["simes_holm"] <= IN_DISTRIBUTION_LEVEL]
+    first_out = out_ratios[0] if out_ratios else None
+    full = points[-1]
+    low = full["excess_nll"] - CONFIDENCE_Z * full["excess_nll_se"]
+    high = full["excess_nll"] + CONFIDENCE_Z * full["excess_nll_se"]
+    found = {
+        "rule": VERDICT_RULE,
+        "out_ratios": out_ratios,
+        "first_out_ratio": first_out,
+        "excess_nll_interval": [low, high],
+        "fix": None,
+    }
+    unmasked = points[0]["metrics"][metric]
+    loss = f"excess NLL at 100% masked {full['excess_nll']:.2f} nats (95% {low:.2f} to {high:.2f})"
+    if not unmasked > majority:
+        reason = (
+            f"the model is no better than the majority baseline unmasked ({metric} {unmasked:.3f} ≤ "
+            f"{majority:.3f}), so masking has no evidence to remove; train it to learn the task first"
+        )
+        return {**found, "verdict": CANNOT_TELL, "text": f"{CANNOT_TELL}: {reason}"}
+    if first_out == 0:
+        reason = (
+            "MaSF finds the unmasked test split out of distribution against the validation split it "
+            "calibrates on, so the two splits differ; check both hold the same kind of data (--dataset and "
+            "its options)"
+        )
+        return {**found, "verdict": CANNOT_TELL, "text": f"{CANNOT_TELL}: {reason}"}
+    if low > EXCESS_NLL_LIMIT:
+        text = (
+            f"{DOES_NOT}: fully masked, it answers more confidently wrongly than the label prior ({loss}, "
+            f"above {EXCESS_NLL_LIMIT}); erasure on it measures its reaction to masks, not the explanation; "
+            f"masked fine-tuning fixes it (if it is masked-fine-tuned already, train it longer): {fix}"
+        )
+        return {**found, "verdict": DOES_NOT, "text": text, "fix": fix}
+    if high <= EXCESS_NLL_LIMIT:
+        text = (
+            f"{HANDLES}: fully masked, it falls back to the label prior ({loss}); erasure measures the "
+            "explanation"
+        )
+        return {**found, "verdict": HANDLES, "text": text}
+    reason = f"{loss} straddles {EXCESS_NLL_LIMIT}; give more test examples (--limit)"
+    return {**found, "verdict": CANNOT_TELL, "text": f"{CANNOT_TELL}: {reason}"}

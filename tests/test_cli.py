@@ -340,4 +340,5 @@ def test_evaluate_measure_option_reaches_every_step(tiny_babi, tmp_path, monkeyp
     assert set(record["curves"]) == {"rand", "int-grad-abs", "beam-sign-2"}  # beam_size named the beam
     assert record["arguments"]["measure_options"] == {"ig_steps": 3, "beam_size": 2}
     steps = [options for name, options in calls if name == "int-grad-abs" and "seed" in options]
-    assert len(steps) == 9 and all(o["ig_steps"] == 3 for o in steps)  # ratios 0.1 ... 0.9
+    # ratios 0.1 ... 0.9, and once for the cost line printed before the run
+    assert len(steps) == 10 and all(o["ig_steps"] == 3 for o in steps)

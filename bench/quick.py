@@ -115,6 +115,8 @@ QUICK_RUNS = (
     QuickRun("gpu_check.py", model_bench("gpu_check"), needs_cuda),
     QuickRun("bench_masf_ties.py", json_only("bench_masf_ties")),
     QuickRun("bench_masf_calibration.py", json_only("bench_masf_calibration")),
+    # one data set, one seed: a plain and a masked tiny model of 400 examples, one epoch each
+    QuickRun("check_separation.py", into("check-separation", "--quick", "--datasets", "babi-1")),
     # --allow-emulated: without native bf16 its "bf16" side runs in fp32, which still runs every step; one
     # dataset, as the other runs the same code
     QuickRun("bench_precision.py", into("precision", "--quick", "--allow-emulated", "--datasets", "babi-1")),

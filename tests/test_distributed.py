@@ -311,9 +311,9 @@ def test_cli_evaluate_with_workers_writes_the_worker_record(pool, snippets_onnx,
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--workers", "0"], "--workers must be at least 1"),
-        (["--workers", "-2"], "--workers must be at least 1"),
-        (["--workers", "2", "--worker-cpus", "0"], "--worker-cpus must be at least 1"),
+        (["--workers", "0"], "--workers 0: give an integer ≥ 1"),
+        (["--workers", "-2"], "--workers -2: give an integer ≥ 1"),
+        (["--workers", "2", "--worker-cpus", "0"], "--worker-cpus 0: give an integer ≥ 1"),
         (["--workers", "2", "-m", "grad-l2"], "gradient measures (grad-l2)"),
         (["--ray-address", "127.0.0.1:1"], "cannot reach the Ray cluster at 127.0.0.1:1"),
     ],

@@ -431,7 +431,7 @@ def test_a_chain_killed_beyond_its_retries_is_named_and_the_others_are_kept(tmp_
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        (["--steps", "0"], "--steps must be between 1 and 10"),
+        (["--steps", "0"], "--steps 0: give an integer ≥ 1"),
         (["--steps", "11"], "--steps must be between 1 and 10"),
         (["--measure", "grad-l3"], "unknown measure 'grad-l3'"),
         (["--model", "model.onnx"], "an .onnx file cannot be; the gradient measures (grad-l2) need PyTorch"),

@@ -268,7 +268,7 @@ def run_cli(capsys, *args: str) -> tuple[int, str, str]:
     [
         (["--dataset", "no-such-set"], "unknown dataset 'no-such-set'"),
         (["--dataset", "babi-1", "--strategy", "half"], "unknown masking strategy 'half'"),
-        (["--dataset", "babi-1", "--lr", "-1"], "--lr must be a positive number"),
+        (["--dataset", "babi-1", "--lr", "-1"], "--lr -1.0: give a number > 0"),
         (["--dataset", "babi-1", "--width", "100"], "--width 100 does not work"),
         (
             ["--dataset", "babi-1", "--size", "40", "--model", "/no/such/model"],

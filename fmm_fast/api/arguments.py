@@ -235,6 +235,8 @@ def check_dirs(function: str, dirs: Any) -> None:
 def check_measure(function: str, measure: Any) -> None:
     """measure=: a name (built-in or a plug-in's "module:Name", "./file.py:Name"), a Measure class or
     instance, a function marked with @fmm_fast.measure, or a list of them (the registry then loads each)."""
+    if measure is None:  # masf: no erasure run's masked inputs
+        return
     for one in measure if _is_list(measure) else [measure]:
         if not (isinstance(one, str | type) or callable(one) or hasattr(one, "explain")):
             refuse(

@@ -165,8 +165,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     sizes = TINY if args.tiny else REAL
     out: Path = args.out
-    if out.exists() and not out.is_dir():  # before the fine-tuning, not after it
-        parser.error(f"--out {out} is a file; give a folder (new, or this example's earlier --out)")
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     my_model = out / "my-model"

@@ -53,15 +53,6 @@ def test_bring_your_own_classifier_tiny(example, tmp_path, capsys, one_torch_thr
     assert f"masked fine-tuning: {masked['verdict']['text']}" in printed
 
 
-def test_an_out_that_is_a_file_is_refused_before_the_fine_tuning(example, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(example, "fine_tune_plainly", lambda *a: pytest.fail("fine-tuned before the check"))
-    (tmp_path / "file").write_text("mine")
-    with pytest.raises(SystemExit) as exit_:
-        example.main(["--out", str(tmp_path / "file"), "--tiny"])
-    assert exit_.value.code == 2 and "is a file" in capsys.readouterr().err
-    assert (tmp_path / "file").read_text() == "mine"
-
-
 def test_a_save_killed_at_any_point_leaves_no_model_folder(example, tmp_path):
     def killed_after_the_config(folder: Path) -> None:
         (folder / "config.json").write_text("{}")

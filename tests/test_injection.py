@@ -144,8 +144,15 @@ def write_check(folder: Path) -> Path:
     """A check.json as `fmm-fast check` writes it (the fields the report reads), out of distribution with
     a fix."""
     points = [
-        {"ratio": ratio, "metrics": {"accuracy": accuracy}, "simes": simes}
-        for ratio, accuracy, simes in ((0.0, 0.9, 0.5), (1.0, 0.5, 0.01))
+        {
+            "ratio": ratio,
+            "metrics": {"accuracy": accuracy},
+            "excess_nll": excess,
+            "simes": simes,
+            "simes_holm": holm,
+            "in_distribution": holm > 0.05,
+        }
+        for ratio, accuracy, excess, simes, holm in [(0.0, 0.9, 0.0, 0.5, 0.5), (1.0, 0.5, 0.7, 0.01, 0.02)]
     ]
     record = {
         "kind": "check",
@@ -156,7 +163,12 @@ def write_check(folder: Path) -> Path:
         "majority_baseline": 0.5,
         "model": {"path": "m.onnx", "strategy": "plain"},
         "points": points,
-        "verdict": {"in_distribution": False, "out_from": 1.0, "fix": "fmm-fast train --model m"},
+        "calibration": {"set": "unmasked"},
+        "verdict": {
+            "verdict": "does not handle masks",
+            "first_out_ratio": 1.0,
+            "fix": "fmm-fast train --model m",
+        },
     }
     folder.mkdir(parents=True)
     write_record(folder / "check.json", record)

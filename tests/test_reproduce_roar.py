@@ -95,7 +95,7 @@ def test_a_study_written_before_the_roar_step_resumes_and_appends_it(bench, tmp_
     out = tmp_path / "study"
     out.mkdir()
     fields = asdict(SCALES["tiny"])
-    del fields["roar"], fields["train_precision"]
+    del fields["roar"], fields["train_precision"], fields["measures"]  # as written before these fields
     (out / "settings.json").write_text(json.dumps(fields, indent=2) + "\n")
     assert main(["--scale", "tiny", "--out", str(out), "--dry-run"]) == 0
     assert len(roar_lines(capsys.readouterr().out)) == 6

@@ -93,6 +93,7 @@ class MaskBatchEngine:
         self.token_budget = token_budget
         self.max_rows = max_rows
         self.cache_rows = cache_rows
+        self.cache_mb = cache_mb  # engines made beside this one (the gradient engine) get the same budget
         self.cache_budget = int(cache_mb * 2**20)
         self.cache_bytes = 0
         self.keep_signals = keep_signals

@@ -292,7 +292,8 @@ EXAMPLE_OPTIONS = ("limit", "size", "test_size", "data_seed")  # the data option
 def example_set(data: dict, n_examples: int) -> str:
     """The example set a run erased, as a key: its count and the data options that chose them (a
     100-example run and a 20-example one are not averaged, nor scored against each other's rand)."""
-    options = (data.get("arguments") or {}).get("data") or {}
+    arguments = data.get("arguments")
+    options = arguments.get("data") if isinstance(arguments, dict) else None
     chosen = {name: options.get(name) for name in EXAMPLE_OPTIONS} if isinstance(options, dict) else {}
     return json.dumps({"n_examples": n_examples, **chosen}, sort_keys=True)
 

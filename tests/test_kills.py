@@ -34,6 +34,7 @@ VOLATILE = {
     "total_seconds",
     "engine",
     "forward_passes",
+    "shared_rows",  # rows another measure's passes ran: a resumed run's cache starts empty
     "machine",
     "earlier_machines",
 }

@@ -22,7 +22,7 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from fmm_fast.protocols.masf.reduction import DEFAULT_SPLIT_COMPONENTS
+from fmm_fast.protocols.masf.components import DEFAULT_SPLIT_COMPONENTS
 from fmm_fast.protocols.masf.statistic import (
     CALIBRATION_METHODS,
     MaSFCalibration,

@@ -21,7 +21,7 @@ from fmm_fast.core.settings import (
 from fmm_fast.data.options import DataOptions
 from fmm_fast.measures.registry import PAPER_BEAM, measure_names
 from fmm_fast.protocols.erasure import saved_unmasked_scores
-from fmm_fast.protocols.masf.reduction import DEFAULT_SPLIT_COMPONENTS
+from fmm_fast.protocols.masf.components import DEFAULT_SPLIT_COMPONENTS
 from fmm_fast.protocols.masf.statistic import CALIBRATION_METHODS, calibration_variant
 from fmm_fast.protocols.supporting_facts import run_supporting_overlap
 from fmm_fast.report.order import CANONICAL_STRATEGIES

@@ -24,7 +24,7 @@ from fmm_fast.core.settings import DEFAULT_FIDELITY_SAMPLE, BackendOptions, Engi
 from fmm_fast.core.writing import replacing
 from fmm_fast.data.options import DataOptions
 from fmm_fast.distributed.runtime import ScaleOptions, check_scale_out, check_worker_precision
-from fmm_fast.protocols.masf.reduction import DEFAULT_SPLIT_COMPONENTS
+from fmm_fast.protocols.masf.components import DEFAULT_SPLIT_COMPONENTS
 
 MASF_FILES = ("state", "masf.json", "p_values.csv", "masf.png")  # what a masf --out holds
 

@@ -18,7 +18,7 @@ from fmm_fast.cli.options import (
     scale_options,
 )
 from fmm_fast.core.settings import DEFAULT_FIDELITY_SAMPLE
-from fmm_fast.protocols.masf.reduction import DEFAULT_SPLIT_COMPONENTS
+from fmm_fast.protocols.masf.components import DEFAULT_SPLIT_COMPONENTS
 
 
 @app.command()

@@ -27,7 +27,7 @@ from fmm_fast.data.masking import DEFAULT_STRATEGY, TRAINING_BATCH_SIZE, check_s
 from fmm_fast.data.options import DataOptions
 from fmm_fast.data.units import DEFAULT_UNIT
 from fmm_fast.measures.spec import MeasureSpec, resolve_measure, resolve_measures, typed_options
-from fmm_fast.protocols.masf.reduction import DEFAULT_SPLIT_COMPONENTS, check_components
+from fmm_fast.protocols.masf.components import DEFAULT_SPLIT_COMPONENTS, check_components
 from fmm_fast.training.base_models import TINY_ROBERTA
 
 DEFAULT_EXPLAIN_BATCH_ROWS = 32

@@ -47,12 +47,8 @@ import numpy as np
 from numba import prange
 
 from fmm_fast.core.errors import UserError
-from fmm_fast.protocols.masf.reduction import (
-    DEFAULT_SPLIT_COMPONENTS,
-    LayerProjection,
-    check_components,
-    project_numpy,
-)
+from fmm_fast.protocols.masf.components import DEFAULT_SPLIT_COMPONENTS, check_components
+from fmm_fast.protocols.masf.reduction import LayerProjection, project_numpy
 
 MIN_CALIBRATION_EXAMPLES = 20  # per reference set: all N in-sample, each half for split
 CALIBRATION_METHODS = ("in-sample", "split")

@@ -80,16 +80,26 @@ def _bert_template(tokenizer):
     )
 
 
-def _wordpiece():
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+def _corpus_pieces() -> tuple[list[str], list[str]]:
+    """The corpus's distinct lowercase words and characters, sorted. The WordPiece and Unigram vocabularies
+    are built from them instead of trained: the `tokenizers` trainers break ties in an order that changes
+    from process to process, and with it the random model's logits (a test that needs erasure to move its
+    predictions then passed or failed by chance). Words outside the corpus ("sunny") fall back to
+    characters, so subword splitting stays exercised."""
+    words = sorted({word for text in CORPUS for word in text.split()})
+    characters = sorted({character for word in words for character in word})
+    return words, characters
 
-    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+
+def _wordpiece():
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+
+    words, characters = _corpus_pieces()
+    pieces = [*BERT_SPECIALS.values(), *words, *characters, *(f"##{c}" for c in characters)]
+    ids = {piece: i for i, piece in enumerate(dict.fromkeys(pieces))}  # the word "a" is also a character
+    tokenizer = Tokenizer(models.WordPiece(ids, unk_token="[UNK]"))
     tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    specials = list(BERT_SPECIALS.values())
-    tokenizer.train_from_iterator(
-        CORPUS, trainers.WordPieceTrainer(vocab_size=200, special_tokens=specials, show_progress=False)
-    )
     tokenizer.post_processor = _bert_template(tokenizer)
     return tokenizer, BERT_SPECIALS
 
@@ -114,16 +124,16 @@ def _bpe():
 
 
 def _unigram(specials: list[str], unk: str):
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
 
-    tokenizer = Tokenizer(models.Unigram())
+    words, characters = _corpus_pieces()
+    # a whole word ("▁word") is always likelier than its characters, which only spell unknown words
+    scored = [(piece, 0.0) for piece in specials] + [("\u2581", -4.0)]
+    scored += [(f"\u2581{word}", -2.0) for word in words] + [(character, -8.0) for character in characters]
+    tokenizer = Tokenizer(models.Unigram(scored, unk_id=specials.index(unk), byte_fallback=False))
     tokenizer.normalizer = normalizers.Lowercase()
     tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
     tokenizer.decoder = decoders.Metaspace()
-    trainer = trainers.UnigramTrainer(
-        vocab_size=150, special_tokens=specials, unk_token=unk, show_progress=False
-    )
-    tokenizer.train_from_iterator(CORPUS, trainer)
     return tokenizer
 
 

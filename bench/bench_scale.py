@@ -49,7 +49,7 @@ from fmm_fast.backends.loading import LoadedModel
 from fmm_fast.backends.onnx_backend import OnnxBackend
 from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.core.records import read_record
-from fmm_fast.core.settings import EvaluationSettings
+from fmm_fast.core.settings import EngineOptions, EvaluationSettings
 from fmm_fast.data import load_dataset
 from fmm_fast.data.options import DataOptions
 from fmm_fast.distributed.evaluation import evaluate_sharded
@@ -102,7 +102,7 @@ def run_ray(
     ray.init(num_cpus=workers * threads, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     try:
         options = ScaleOptions(workers=workers, worker_cpus=threads)
-        with WorkerPool(ray, options, model_path, "cpu", 2048) as pool:
+        with WorkerPool(ray, options, model_path, "cpu", EngineOptions(token_budget=2048)) as pool:
             startup = time.perf_counter() - started
             backend = OnnxBackend.from_file(model_path, provider="cpu", threads=1)  # tokenizer and info only
             loaded = LoadedModel(backend, backend.tokenizer, str(model_path))

@@ -6,6 +6,7 @@ RoBERTa exported to ONNX, evaluated on a few movie snippets.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -26,7 +27,7 @@ from fmm_fast.cli import main
 from fmm_fast.core.datatypes import load_ragged
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.outputs import read_marker
-from fmm_fast.core.settings import EvaluationSettings, MasfSettings
+from fmm_fast.core.settings import EngineOptions, EvaluationSettings, MasfSettings
 from fmm_fast.data.options import DataOptions, open_split
 from fmm_fast.export.onnx_export import export_onnx
 from fmm_fast.measures.spec import resolve_measure
@@ -42,6 +43,8 @@ from fmm_fast.distributed.explanation import explain_sharded  # noqa: E402
 from fmm_fast.distributed.pool import WorkerPool  # noqa: E402
 from fmm_fast.distributed.runtime import ScaleOptions, ray_runtime  # noqa: E402
 from fmm_fast.distributed.signals import ShardedSignals  # noqa: E402
+
+ENGINE = EngineOptions(token_budget=2048)  # the pools' workers: batches small enough to spread
 
 MEASURES = ["loo-abs", "beam-sign-2"]
 DATA = DataOptions("movie-snippets", "test", limit=16)
@@ -79,7 +82,7 @@ def pool(snippets_onnx):
     # 4 logical CPUs: the module's 2 actors plus the 2 a CLI run starts next to them
     ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     try:
-        with WorkerPool(ray, ScaleOptions(workers=2), snippets_onnx, "cpu", 2048) as workers:
+        with WorkerPool(ray, ScaleOptions(workers=2), snippets_onnx, "cpu", ENGINE) as workers:
             yield workers
     finally:
         ray.shutdown()
@@ -200,7 +203,7 @@ class KillForGoodOnFirstUpdate(KillOnFirstUpdate):
 
 def test_a_worker_dead_for_good_has_its_shards_run_by_another(snippets_onnx, loaded, sharded_run, tmp_path):
     model, encoded, dataset = loaded
-    with WorkerPool(ray, ScaleOptions(workers=2), snippets_onnx, "cpu", 2048) as spare:
+    with WorkerPool(ray, ScaleOptions(workers=2), snippets_onnx, "cpu", ENGINE) as spare:
         killer = KillForGoodOnFirstUpdate(spare.actors[1])
         record = evaluate_sharded(spare, model, dataset, encoded, settings(snippets_onnx), tmp_path, killer)
     assert record["curves"] == sharded_run[1]["curves"]
@@ -339,3 +342,13 @@ def test_cli_refuses_a_checkpoint_with_workers(snippets_onnx, tmp_path, capsys):
     checkpoint = snippets_onnx.parent / "checkpoint"
     assert main(["evaluate", "--model", str(checkpoint), "--out", str(tmp_path), "--workers", "2"]) == 2
     assert "fmm-fast export" in capsys.readouterr().err
+
+
+def test_a_worker_engine_has_the_drivers_token_and_cache_budgets(snippets_onnx):
+    """`--token-budget` and `--cache-mb` reach the workers: each actor's engine is built with them."""
+    from fmm_fast.distributed.worker import ModelFile, ModelWorker
+
+    model = ModelFile(str(snippets_onnx), hashlib.sha256(snippets_onnx.read_bytes()).hexdigest(), [])
+    for options in [EngineOptions(token_budget=300, cache_mb=0), EngineOptions(cache_mb=2)]:
+        engine = ModelWorker("cpu", 1, options)._engine_for(model)
+        assert (engine.token_budget, engine.cache_mb) == (options.token_budget, options.cache_mb)

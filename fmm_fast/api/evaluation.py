@@ -126,7 +126,7 @@ def evaluate(
         )
         plan_run("evaluate", settings, encoded, loaded, len(seeds))
         sides = fidelity_sides(model, loaded, settings)
-        with open_pool(scale, model, settings.backend.provider, engine.token_budget) as pool:
+        with open_pool(scale, model, settings.backend.provider, engine) as pool:
             _evaluate_seeds(out, runs, loaded, text_dataset, encoded, mask_engine, pool, quiet, sides)
     return Evaluation(out)
 

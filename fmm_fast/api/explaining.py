@@ -140,7 +140,7 @@ def explain(
         text_dataset, encoded = open_split(loaded, data)
         plan_run("explain", settings, encoded, loaded)
         explanations, seconds = [], {}
-        with open_pool(scale, model, settings.backend.provider, engine.token_budget) as pool:
+        with open_pool(scale, model, settings.backend.provider, engine) as pool:
             for spec in settings.specs:
                 measure_clock = Stopwatch()
                 with progress_bar(len(encoded), spec.name, quiet=quiet) as bar:
@@ -150,7 +150,7 @@ def explain(
                         explanations += explain_encoded(
                             *arguments, token_budget=engine.token_budget, **batching
                         )
-                    else:  # the workers' engines have the token budget
+                    else:  # the workers' engines have the token and cache budgets
                         explanations += explain_sharded(pool, *arguments, **batching)
                 seconds[spec.name] = measure_clock.seconds
             workers_record = None if pool is None else pool.record()

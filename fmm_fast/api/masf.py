@@ -102,7 +102,7 @@ def masf(
             by_method = _saved_results(state)
             if by_method is None:
                 with (
-                    open_pool(scale, path, settings.backend.provider, engine.token_budget) as pool,
+                    open_pool(scale, path, settings.backend.provider, engine) as pool,
                     progress_bar(len(RATIOS) + 1, name, unit="set", quiet=quiet) as bar,
                 ):
                     signals = None if pool is None else ShardedSignals(pool)

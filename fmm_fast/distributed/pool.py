@@ -10,6 +10,7 @@ from pathlib import Path
 
 from fmm_fast.backends.engine import EngineStats
 from fmm_fast.core.errors import UserError
+from fmm_fast.core.settings import EngineOptions
 from fmm_fast.distributed.runtime import ScaleOptions, ray_runtime
 from fmm_fast.distributed.worker import ModelFile, ModelWorker, TaskResult
 
@@ -44,7 +45,7 @@ class WorkerAccount:
 class WorkerPool:
     """Ray actors each holding the model; `run` spreads tasks over them (see its docstring)."""
 
-    def __init__(self, ray, options: ScaleOptions, model: Path, provider: str, token_budget: int) -> None:
+    def __init__(self, ray, options: ScaleOptions, model: Path, provider: str, engine: EngineOptions) -> None:
         started = time.perf_counter()
         self.ray = ray
         self.options = options
@@ -57,7 +58,7 @@ class WorkerPool:
             max_task_retries=TASK_RETRIES,
         )
         self.model = ModelFile.publish(model, ray)  # held here: its bytes stay in the object store
-        self.actors = [remote.remote(provider, options.worker_cpus, token_budget) for _ in range(count)]
+        self.actors = [remote.remote(provider, options.worker_cpus, engine) for _ in range(count)]
         try:  # the actors open the model now: a bad file fails here, once, with the actor's message
             identities = self._get([actor.open.remote(self.model) for actor in self.actors])
         except ray.exceptions.RayActorError as error:
@@ -181,13 +182,14 @@ def add_stats(total: EngineStats, increments: dict) -> None:
 
 @contextmanager
 def open_pool(
-    options: ScaleOptions | None, model: Path, device: str, token_budget: int
+    options: ScaleOptions | None, model: Path, device: str, engine: EngineOptions
 ) -> Iterator[WorkerPool | None]:
-    """A WorkerPool on `model` for the block (Ray started or joined as options say); None without options."""
+    """A WorkerPool on `model` for the block (Ray started or joined as options say); None without options.
+    Each worker's engine gets `engine`'s token and cache budgets, as the driver's own would."""
     if options is None:
         yield None
         return
-    with ray_runtime(options) as ray, WorkerPool(ray, options, model, device, token_budget) as pool:
+    with ray_runtime(options) as ray, WorkerPool(ray, options, model, device, engine) as pool:
         yield pool
 
 

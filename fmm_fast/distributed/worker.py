@@ -18,6 +18,7 @@ import numpy as np
 from fmm_fast.api import predict_and_explain
 from fmm_fast.backends.engine import MaskBatchEngine
 from fmm_fast.core.datatypes import EncodedSplit
+from fmm_fast.core.settings import EngineOptions
 from fmm_fast.core.writing import write_bytes
 from fmm_fast.measures.spec import MeasureSpec
 from fmm_fast.protocols.erasure import erasure_steps, fully_masked, masked_positions
@@ -76,10 +77,10 @@ class ModelWorker:
     restarted actor reopens it by itself); the ONNX Runtime session runs `threads` intra-op threads,
     inter-op 1 (ONNX Runtime ignores the OMP_NUM_THREADS Ray sets, so the count is set on the session)."""
 
-    def __init__(self, provider: str, threads: int, token_budget: int) -> None:
+    def __init__(self, provider: str, threads: int, engine: EngineOptions) -> None:
         self.provider = provider
         self.threads = threads
-        self.token_budget = token_budget
+        self.engine_options = engine
         self._engine: MaskBatchEngine | None = None
 
     def _engine_for(self, model: ModelFile) -> MaskBatchEngine:
@@ -87,7 +88,9 @@ class ModelWorker:
             from fmm_fast.backends.onnx_backend import OnnxBackend
 
             backend = OnnxBackend.from_file(model.local_path(), provider=self.provider, threads=self.threads)
-            self._engine = MaskBatchEngine(backend, token_budget=self.token_budget)
+            self._engine = MaskBatchEngine(
+                backend, token_budget=self.engine_options.token_budget, cache_mb=self.engine_options.cache_mb
+            )
         return self._engine
 
     def open(self, model: ModelFile) -> dict:

@@ -176,6 +176,27 @@ def test_the_tables_cover_every_argument() -> None:
     assert set(RANGES) <= set(WRONG_RANGE), f"no wrong range for {sorted(set(RANGES) - set(WRONG_RANGE))}"
 
 
+def test_a_flag_and_its_python_argument_take_the_same_numbers() -> None:
+    """The CLI's bounds (typer's min=/max=) and the API's (RANGES) are declared apart: they must agree."""
+    import typer
+
+    import fmm_fast.cli
+    from fmm_fast.api.arguments import RANGES
+    from fmm_fast.cli.app import app
+
+    fmm_fast.cli._register()
+    bounded = [
+        (command, option)
+        for command, click_command in typer.main.get_command(app).commands.items()
+        for option in click_command.params
+        if option.name in RANGES and getattr(option, "min", None) is not None
+    ]
+    assert len(bounded) >= 20  # the check reads the commands' options (and would fail reading none)
+    for command, option in bounded:
+        declared = RANGES[option.name]
+        assert (option.min, option.max) == (declared.low, declared.high), f"{command} --{option.name}"
+
+
 @pytest.mark.parametrize(
     ("call", "argument"),
     [

@@ -14,10 +14,13 @@ compute every candidate statistic of `check` on the same test examples masked at
   overconfident.
 
 A statistic separates plain from masked on a data set when every plain seed lies on one side of every masked
-seed (the gap between the closest pair is reported). Writes a JSON and the Markdown page
-docs/results/check-separation.md.
+seed (the gap between the closest pair is reported). Prints, and with --tables writes, the Markdown tables of
+docs/results/check-separation.md (every model with the verdict `check` gives it, then the separation per data
+set and candidate); --json writes every figure. Each model's figures are kept beside it (statistics.json), so
+a rerun after a crash measures only the models still missing, and a rerun of a finished study only prints.
 
     PYTHONPATH=$PWD .venv/bin/python bench/check_separation.py [--quick] [--seeds 0 1 2] [--json PATH]
+        [--tables PATH]
 """
 
 from __future__ import annotations
@@ -32,11 +35,14 @@ from pathlib import Path
 from fmm_fast.backends.engine import MaskBatchEngine
 from fmm_fast.backends.loading import load_model
 from fmm_fast.core.metrics import compute_metrics, majority_metric
+from fmm_fast.core.records import read_record, write_record
 from fmm_fast.core.settings import BackendOptions, TrainSettings
+from fmm_fast.core.writing import write_text
 from fmm_fast.data.masking import mask_explained_share, random_masking
 from fmm_fast.data.movie_snippets import snippets_path
 from fmm_fast.data.options import DataOptions, open_split
 from fmm_fast.protocols.check_statistics import excess_nll, holm, label_prior
+from fmm_fast.protocols.check_verdict import CONFIDENCE_Z, judge
 from fmm_fast.protocols.masf.statistic import MaSFCalibration, split_components_for, summarize_p_values
 from fmm_fast.training.base_models import pretrained_minilm
 from fmm_fast.training.train import train
@@ -109,11 +115,13 @@ def statistics(model: Path, data: DataOptions, n_test: int, n_calibration: int, 
         logits = engine.logits(masked)
         predictions = logits.argmax(axis=1)
         signals = engine.signals(masked)
+        loss, loss_se = excess_nll(logits, test.labels, prior)
         per_ratio.append(
             {
                 "ratio": ratio,
                 "metric": compute_metrics(test.labels, predictions, info.num_labels)[dataset.metric],
-                "excess_nll": excess_nll(logits, test.labels, prior)[0],
+                "excess_nll": loss,
+                "excess_nll_se": loss_se,
                 **{
                     name: summarize_p_values(calibration.p_values(signals))["simes"]
                     for name, calibration in calibrations.items()
@@ -132,6 +140,27 @@ def statistics(model: Path, data: DataOptions, n_test: int, n_calibration: int, 
     }
 
 
+def measured_model(settings: TrainSettings, out: Path, n_test: int) -> dict:
+    """Train one model into `out` and measure every statistic on it, or read what an earlier run measured
+    (out/statistics.json): a rerun after a crash or kill keeps every model measured so far. A training
+    killed mid-way resumes after its last finished epoch (fmm_fast.training.train)."""
+    cached = out / "statistics.json"
+    key = {"settings": settings.fingerprint_fields(), "test_size": n_test}
+    if cached.is_file() and read_record(cached)["key"] == key:
+        return read_record(cached)["found"]
+    clock = time.perf_counter()
+    run = out / "run.json"
+    if not (run.is_file() and read_record(run).get("finished") is True):
+        train(settings, out, progress=False)
+    found = {
+        "train_seconds": read_record(run)["durations"]["total"],
+        **statistics(out / "model", settings.data, n_test, 200, settings.seed),
+        "seconds": time.perf_counter() - clock,
+    }
+    write_record(cached, {"key": key, "found": found})
+    return found
+
+
 def separation(plain: list[float], masked: list[float]) -> dict:
     """Whether every plain value lies on one side of every masked value, and the gap between the sides
     (positive: separated; plain above masked is direction "plain-higher")."""
@@ -145,6 +174,63 @@ def separation(plain: list[float], masked: list[float]) -> dict:
         "plain": plain,
         "masked": masked,
     }
+
+
+def check_verdict(found: dict) -> str:
+    """What `fmm-fast check` (its default, unmasked calibration) says of one measured model: its verdict
+    rule applied to the model's per-ratio points."""
+    corrected = holm([p["masf-unmasked"] for p in found["per_ratio"]])
+    points = [
+        {
+            "ratio": p["ratio"],
+            "metrics": {"metric": p["metric"]},
+            "excess_nll": p["excess_nll"],
+            "excess_nll_se": p["excess_nll_se"],
+            "simes_holm": c,
+        }
+        for p, c in zip(found["per_ratio"], corrected, strict=True)
+    ]
+    return judge(points, "metric", found["majority"], fix="")["verdict"]
+
+
+def first_out_words(ratio: float) -> str:
+    return "in at every ratio" if ratio == NOT_OUT else f"out from {ratio:.0%}"
+
+
+def markdown_tables(results: dict) -> str:
+    """The results page's tables: every model's statistics and `check`'s verdict on it, then per data set
+    and candidate whether it separates plain from masked and by how much."""
+    lines = [
+        "| data set | model | seed | metric 0% → 100% masked (majority) | MaSF unmasked | MaSF masked "
+        "| metric − majority at 100% | excess NLL at 100% (95%) | check's verdict | train s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, found in results["datasets"].items():
+        for strategy, runs in found["runs"].items():
+            for run in runs:
+                full = run["per_ratio"][-1]
+                half_width = CONFIDENCE_Z * full["excess_nll_se"]
+                lines.append(
+                    f"| {name} | {strategy} | {run['seed']} | {run['per_ratio'][0]['metric']:.3f} → "
+                    f"{full['metric']:.3f} ({run['majority']:.3f}) | {first_out_words(run['masf-unmasked'])} "
+                    f"| {first_out_words(run['masf-masked'])} | {run['majority-gap']:+.3f} "
+                    f"| {full['excess_nll']:.3f} ± {half_width:.3f} | {check_verdict(run)} "
+                    f"| {run['train_seconds']:.0f} |"
+                )
+    lines += [
+        "",
+        "| data set | candidate | separates | gap | plain values | masked values |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, found in results["datasets"].items():
+        for statistic, sep in found["separation"].items():
+            side = f", plain {sep['direction'].removeprefix('plain-')}" if sep["separates"] else ""
+            values = {k: ", ".join(f"{v:.3g}" for v in sep[k]) for k in ("plain", "masked")}
+            lines.append(
+                f"| {name} | {statistic} | {'yes' if sep['separates'] else 'no'}{side} | {sep['gap']:.3g} "
+                f"| {values['plain']} | {values['masked']} |"
+            )
+    return "\n".join(lines) + "\n"
 
 
 def main() -> None:
@@ -164,7 +250,7 @@ def main() -> None:
     parser.add_argument("--test-size", type=int, default=200)
     parser.add_argument("--out", type=Path, default=Path("bench/results/check-separation"))
     parser.add_argument("--json", type=Path, default=None)
-    parser.add_argument("--page", type=Path, default=None, help="write the results page here")
+    parser.add_argument("--tables", type=Path, default=None, help="write the results page's tables here")
     args = parser.parse_args()
     if args.quick:
         args.seeds, args.size, args.test_size, args.epochs, args.lr = args.seeds[:1], 400, 40, 1, 1e-3
@@ -183,12 +269,8 @@ def main() -> None:
                 settings = TrainSettings(
                     data, model=start, strategy=strategy, seed=seed, epochs=args.epochs, lr=args.lr
                 )
-                clock = time.perf_counter()
-                if not (out / "model" / "config.json").is_file():
-                    train(settings, out, progress=False, overwrite=True)
-                seconds = time.perf_counter() - clock
-                found = statistics(out / "model", data, args.test_size, 200, seed)
-                runs[strategy].append({"seed": seed, "train_seconds": seconds, **found})
+                found = measured_model(settings, out, args.test_size)
+                runs[strategy].append({"seed": seed, **found})
                 if args.json:  # after each model: a partial study keeps what it measured
                     args.json.parent.mkdir(parents=True, exist_ok=True)
                     args.json.write_text(json.dumps({**results, "partial": {name: runs}}, indent=1))
@@ -221,9 +303,10 @@ def main() -> None:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(text)
-    for name, found in results["datasets"].items():
-        for statistic, sep in found["separation"].items():
-            print(f"{name:>22} {statistic:>14}: separates {sep['separates']!s:>5}, gap {sep['gap']:.3g}")
+    tables = markdown_tables(results)
+    if args.tables:
+        write_text(args.tables, tables)
+    print(tables)
 
 
 if __name__ == "__main__":

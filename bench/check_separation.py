@@ -42,7 +42,14 @@ from fmm_fast.data.masking import mask_explained_share, random_masking
 from fmm_fast.data.movie_snippets import snippets_path
 from fmm_fast.data.options import DataOptions, open_split
 from fmm_fast.protocols.check_statistics import excess_nll, holm, label_prior
-from fmm_fast.protocols.check_verdict import CONFIDENCE_Z, judge
+from fmm_fast.protocols.check_verdict import (
+    CANNOT_TELL,
+    CONFIDENCE_Z,
+    DOES_NOT,
+    EXCESS_NLL_LIMIT,
+    HANDLES,
+    judge,
+)
 from fmm_fast.protocols.masf.statistic import MaSFCalibration, split_components_for, summarize_p_values
 from fmm_fast.training.base_models import pretrained_minilm
 from fmm_fast.training.train import train
@@ -176,9 +183,9 @@ def separation(plain: list[float], masked: list[float]) -> dict:
     }
 
 
-def check_verdict(found: dict) -> str:
+def check_verdict(found: dict, limit: float = EXCESS_NLL_LIMIT) -> str:
     """What `fmm-fast check` (its default, unmasked calibration) says of one measured model: its verdict
-    rule applied to the model's per-ratio points."""
+    rule, with `limit` nats of excess NLL, applied to the model's per-ratio points."""
     corrected = holm([p["masf-unmasked"] for p in found["per_ratio"]])
     points = [
         {
@@ -190,7 +197,37 @@ def check_verdict(found: dict) -> str:
         }
         for p, c in zip(found["per_ratio"], corrected, strict=True)
     ]
-    return judge(points, "metric", found["majority"], fix="")["verdict"]
+    return judge(points, "metric", found["majority"], fix="", limit=limit)["verdict"]
+
+
+def limit_from_gap(results: dict) -> float | None:
+    """The excess NLL limit the study measures: halfway between the highest masked and the lowest plain
+    model, pooled over the data sets; None unless the excess NLL separates them, plain higher, on each."""
+    found = [results["datasets"][name]["separation"]["excess-nll"] for name in results["datasets"]]
+    if not all(sep["separates"] and sep["direction"] == "plain-higher" for sep in found):
+        return None
+    highest_masked = max(v for sep in found for v in sep["masked"])
+    lowest_plain = min(v for sep in found for v in sep["plain"])
+    return (highest_masked + lowest_plain) / 2
+
+
+def verdict_counts(runs: dict, limit: float) -> dict[str, int]:
+    """How often the verdict with `limit` is right (plain: does not handle; masked: handles), wrong (the
+    opposite), or cannot tell, over one data set's models (runs: {"plain": [...], "masked": [...]})."""
+    right = {"plain": DOES_NOT, "masked": HANDLES}
+    counts = {"right": 0, "cannot tell": 0, "wrong": 0}
+    for strategy, found in runs.items():
+        for run in found:
+            verdict = check_verdict(run, limit)
+            key = (
+                "right"
+                if verdict == right[strategy]
+                else "cannot tell"
+                if verdict == CANNOT_TELL
+                else "wrong"
+            )
+            counts[key] += 1
+    return counts
 
 
 def first_out_words(ratio: float) -> str:
@@ -229,6 +266,22 @@ def markdown_tables(results: dict) -> str:
             lines.append(
                 f"| {name} | {statistic} | {'yes' if sep['separates'] else 'no'}{side} | {sep['gap']:.3g} "
                 f"| {values['plain']} | {values['masked']} |"
+            )
+    limit = limit_from_gap(results)
+    limits = sorted({0.01, 0.02, 0.05, 0.1, EXCESS_NLL_LIMIT, *([round(limit, 3)] if limit else [])})
+    lines += [
+        "",
+        "halfway between the highest masked and the lowest plain excess NLL, pooled: "
+        + (f"{limit:.4f} nats" if limit else "none (the excess NLL does not separate on every data set)"),
+        "",
+        "| limit (nats) | data set | right | cannot tell | wrong |",
+        "|---|---|---|---|---|",
+    ]
+    for value in limits:
+        for name, found in results["datasets"].items():
+            counts = verdict_counts(found["runs"], value)
+            lines.append(
+                f"| {value:g} | {name} | {counts['right']} | {counts['cannot tell']} | {counts['wrong']} |"
             )
     return "\n".join(lines) + "\n"
 

@@ -22,27 +22,38 @@ VERDICTS = (HANDLES, DOES_NOT, CANNOT_TELL)
 # plain 0.70, masked 0.055 on movie-snippets)
 EXCESS_NLL_LIMIT = 0.1
 CONFIDENCE_Z = 1.96  # the two-sided 95% normal interval of the mean excess NLL
-VERDICT_RULE = (
-    "does not handle masks when the 95% interval of the mean excess NLL at 100% masked (the gold labels' "
-    f"NLL minus the label prior's) lies above {EXCESS_NLL_LIMIT} nats, handles masks when it lies at or "
-    "below it; cannot tell when it straddles it, when the model is no better than the majority baseline "
-    "unmasked, or when MaSF finds the unmasked test split out of distribution (Holm-corrected p ≤ "
-    f"{IN_DISTRIBUTION_LEVEL}); MaSF's first out-of-distribution ratio (Holm across ratios) is shown, "
-    "not used"
-)
 
 
-def judge(points: list[dict], metric: str, majority: float, fix: str) -> dict:
+def verdict_rule(limit: float) -> str:
+    """The verdict rule in words, with `limit` nats of excess NLL."""
+    return (
+        "does not handle masks when the 95% interval of the mean excess NLL at 100% masked (the gold labels' "
+        f"NLL minus the label prior's) lies above {limit} nats, handles masks when it lies at or below it; "
+        "cannot tell when it straddles it, when the model is no better than the majority baseline unmasked, "
+        f"or when MaSF finds the unmasked test split out of distribution (Holm-corrected p ≤ "
+        f"{IN_DISTRIBUTION_LEVEL}); MaSF's first out-of-distribution ratio (Holm across ratios) is shown, "
+        "not used"
+    )
+
+
+VERDICT_RULE = verdict_rule(EXCESS_NLL_LIMIT)
+
+
+def judge(
+    points: list[dict], metric: str, majority: float, fix: str, limit: float = EXCESS_NLL_LIMIT
+) -> dict:
     """The verdict of a check's per-ratio points (each {"ratio", "metrics", "excess_nll", "excess_nll_se",
-    "simes_holm"}, rising ratios, 0 and 1 among them) under VERDICT_RULE, in words; majority: the
-    class-majority baseline of `metric`; fix: the command that masked-fine-tunes the model."""
+    "simes_holm"}, rising ratios, 0 and 1 among them) under verdict_rule(limit), in words; majority: the
+    class-majority baseline of `metric`; fix: the command that masked-fine-tunes the model; limit: nats of
+    excess NLL (another value than the measured EXCESS_NLL_LIMIT only to study the rule,
+    bench/check_separation.py)."""
     out_ratios = [p["ratio"] for p in points if p["simes_holm"] <= IN_DISTRIBUTION_LEVEL]
     first_out = out_ratios[0] if out_ratios else None
     full = points[-1]
     low = full["excess_nll"] - CONFIDENCE_Z * full["excess_nll_se"]
     high = full["excess_nll"] + CONFIDENCE_Z * full["excess_nll_se"]
     found = {
-        "rule": VERDICT_RULE,
+        "rule": verdict_rule(limit),
         "out_ratios": out_ratios,
         "first_out_ratio": first_out,
         "excess_nll_interval": [low, high],
@@ -63,18 +74,18 @@ def judge(points: list[dict], metric: str, majority: float, fix: str) -> dict:
             "its options)"
         )
         return {**found, "verdict": CANNOT_TELL, "text": f"{CANNOT_TELL}: {reason}"}
-    if low > EXCESS_NLL_LIMIT:
+    if low > limit:
         text = (
             f"{DOES_NOT}: fully masked, it answers more confidently wrongly than the label prior ({loss}, "
-            f"above {EXCESS_NLL_LIMIT}); erasure on it measures its reaction to masks, not the explanation; "
+            f"above {limit}); erasure on it measures its reaction to masks, not the explanation; "
             f"masked fine-tuning fixes it (if it is masked-fine-tuned already, train it longer): {fix}"
         )
         return {**found, "verdict": DOES_NOT, "text": text, "fix": fix}
-    if high <= EXCESS_NLL_LIMIT:
+    if high <= limit:
         text = (
             f"{HANDLES}: fully masked, it falls back to the label prior ({loss}); erasure measures the "
             "explanation"
         )
         return {**found, "verdict": HANDLES, "text": text}
-    reason = f"{loss} straddles {EXCESS_NLL_LIMIT}; give more test examples (--limit)"
+    reason = f"{loss} straddles {limit}; give more test examples (--limit)"
     return {**found, "verdict": CANNOT_TELL, "text": f"{CANNOT_TELL}: {reason}"}

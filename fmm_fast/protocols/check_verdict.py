@@ -27,10 +27,12 @@ CONFIDENCE_Z = 1.96  # the two-sided 95% normal interval of the mean excess NLL
 def verdict_rule(limit: float) -> str:
     """The verdict rule in words, with `limit` nats of excess NLL."""
     return (
-        "does not handle masks when the 95% interval of the mean excess NLL at 100% masked (the gold labels' "
-        f"NLL minus the label prior's) lies above {limit} nats, handles masks when it lies at or below it; "
-        "cannot tell when it straddles it, when the model is no better than the majority baseline unmasked, "
-        f"or when MaSF finds the unmasked test split out of distribution (Holm-corrected p ≤ "
+        "does not handle masks when the 95% interval of the mean excess NLL at 100% masked (the gold "
+        f"labels' NLL minus the label prior's) lies above {limit} nats; handles masks when it lies at or "
+        "below it and the model's unmasked answers beat the label prior by more than that (else an answer "
+        "near the prior when masked shows nothing); cannot tell otherwise: the interval straddles the "
+        "limit, the model barely beats the prior unmasked, it is no better than the majority baseline "
+        "unmasked, or MaSF finds the unmasked test split out of distribution (Holm-corrected p ≤ "
         f"{IN_DISTRIBUTION_LEVEL}); MaSF's first out-of-distribution ratio (Holm across ratios) is shown, "
         "not used"
     )
@@ -60,7 +62,7 @@ def judge(
         "fix": None,
     }
     unmasked = points[0]["metrics"][metric]
-    loss = f"excess NLL at 100% masked {full['excess_nll']:.2f} nats (95% {low:.2f} to {high:.2f})"
+    loss = f"excess NLL at 100% masked {full['excess_nll']:.3f} nats (95% {low:.3f} to {high:.3f})"
     if not unmasked > majority:
         reason = (
             f"the model is no better than the majority baseline unmasked ({metric} {unmasked:.3f} ≤ "
@@ -81,6 +83,14 @@ def judge(
             f"masked fine-tuning fixes it (if it is masked-fine-tuned already, train it longer): {fix}"
         )
         return {**found, "verdict": DOES_NOT, "text": text, "fix": fix}
+    gain = -points[0]["excess_nll"]  # nats by which its unmasked answers beat the label prior
+    if gain <= limit:
+        reason = (
+            f"unmasked, its answers beat the label prior by only {gain:.3f} nats (at most {limit}), so a "
+            f"fully masked answer near the prior ({loss}) does not show that it learned to fall back to it; "
+            "train it to learn the task first, or check it on data it has learned"
+        )
+        return {**found, "verdict": CANNOT_TELL, "text": f"{CANNOT_TELL}: {reason}"}
     if high <= limit:
         text = (
             f"{HANDLES}: fully masked, it falls back to the label prior ({loss}); erasure measures the "

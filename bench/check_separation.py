@@ -222,15 +222,20 @@ def check_verdict(found: dict, limit: float = EXCESS_NLL_LIMIT) -> str:
     return judge(points, "metric", found["majority"], fix="", limit=limit)["verdict"]
 
 
-def limit_from_gap(results: dict) -> float | None:
+def limit_from_gap(results: dict) -> tuple[float, list[str]] | None:
     """The excess NLL limit the study measures: halfway between the highest masked and the lowest plain
-    model, pooled over the data sets; None unless the excess NLL separates them, plain higher, on each."""
-    found = [results["datasets"][name]["separation"]["excess-nll"] for name in results["datasets"]]
-    if not all(sep["separates"] and sep["direction"] == "plain-higher" for sep in found):
+    model, pooled over the data sets on which the excess NLL separates them (plain higher), and those data
+    sets' names; None where it separates on none."""
+    separated = {
+        name: sep
+        for name, found in results["datasets"].items()
+        if (sep := found["separation"]["excess-nll"])["separates"] and sep["direction"] == "plain-higher"
+    }
+    if not separated:
         return None
-    highest_masked = max(v for sep in found for v in sep["masked"])
-    lowest_plain = min(v for sep in found for v in sep["plain"])
-    return (highest_masked + lowest_plain) / 2
+    highest_masked = max(v for sep in separated.values() for v in sep["masked"])
+    lowest_plain = min(v for sep in separated.values() for v in sep["plain"])
+    return (highest_masked + lowest_plain) / 2, list(separated)
 
 
 def verdict_counts(runs: dict, limit: float) -> dict[str, int]:
@@ -294,12 +299,16 @@ def markdown_tables(results: dict) -> str:
                 f"| {name} | {statistic} | {'yes' if sep['separates'] else 'no'}{side} | {sep['gap']:.3g} "
                 f"| {values['plain']} | {values['masked']} |"
             )
-    limit = limit_from_gap(results)
-    limits = sorted({0.01, 0.02, 0.05, 0.1, EXCESS_NLL_LIMIT, *([round(limit, 3)] if limit else [])})
+    measured = limit_from_gap(results)
+    limits = sorted({0.01, 0.02, 0.05, 0.1, EXCESS_NLL_LIMIT, *([round(measured[0], 3)] if measured else [])})
     lines += [
         "",
-        "halfway between the highest masked and the lowest plain excess NLL, pooled: "
-        + (f"{limit:.4f} nats" if limit else "none (the excess NLL does not separate on every data set)"),
+        "halfway between the highest masked and the lowest plain excess NLL, pooled over the data sets it "
+        + (
+            f"separates ({', '.join(measured[1])}): {measured[0]:.4f} nats"
+            if measured
+            else "separates: none (it separates on no data set)"
+        ),
         "",
         "| limit (nats) | data set | right | cannot tell | wrong |",
         "|---|---|---|---|---|",

@@ -257,6 +257,26 @@ def verdict_counts(runs: dict, limit: float) -> dict[str, int]:
     return counts
 
 
+SCAN_STEP = 0.005
+SCAN = [round(SCAN_STEP * k, 3) for k in range(1, 101)]  # 0.005 to 0.5 nats
+
+
+def best_limits(results: dict) -> dict:
+    """The scanned limits (SCAN) that give no wrong verdict on any model of the study and, among those, the
+    most right ones: {"right": their count, "low", "high": the smallest and largest such limit};
+    right None when every limit gives a wrong verdict."""
+    totals = {}
+    for limit in SCAN:
+        counts = [verdict_counts(found["runs"], limit) for found in results["datasets"].values()]
+        if not any(c["wrong"] for c in counts):
+            totals[limit] = sum(c["right"] for c in counts)
+    if not totals:
+        return {"right": None, "low": None, "high": None}
+    most = max(totals.values())
+    chosen = [limit for limit, right in totals.items() if right == most]
+    return {"right": most, "low": min(chosen), "high": max(chosen)}
+
+
 def first_out_words(found: dict, calibration: str) -> str:
     """MaSF's first out-of-distribution ratio under `calibration`, Holm-corrected, then raw."""
     words = [
@@ -300,7 +320,11 @@ def markdown_tables(results: dict) -> str:
                 f"| {values['plain']} | {values['masked']} |"
             )
     measured = limit_from_gap(results)
-    limits = sorted({0.01, 0.02, 0.05, 0.1, EXCESS_NLL_LIMIT, *([round(measured[0], 3)] if measured else [])})
+    limits = sorted(
+        {0.01, 0.02, 0.05, 0.1, 0.2, 0.3, EXCESS_NLL_LIMIT, *([round(measured[0], 3)] if measured else [])}
+    )
+    best = best_limits(results)
+    count = sum(len(runs) for found in results["datasets"].values() for runs in found["runs"].values())
     lines += [
         "",
         "halfway between the highest masked and the lowest plain excess NLL, pooled over the data sets it "
@@ -308,6 +332,14 @@ def markdown_tables(results: dict) -> str:
             f"separates ({', '.join(measured[1])}): {measured[0]:.4f} nats"
             if measured
             else "separates: none (it separates on no data set)"
+        ),
+        "",
+        "limits with no wrong verdict and the most right ones (scanned from "
+        f"{SCAN[0]} to {SCAN[-1]} nats in steps of {SCAN_STEP}): "
+        + (
+            f"{best['low']:g} to {best['high']:g} nats, {best['right']} right of {count} models"
+            if best["right"] is not None
+            else f"none (every scanned limit gives a wrong verdict on one of the {count} models)"
         ),
         "",
         "| limit (nats) | data set | right | cannot tell | wrong |",
@@ -385,7 +417,13 @@ def main() -> None:
         "test_size": args.test_size,
         "calibration_size": 200,
         "ratios": list(RATIOS),
-        "seconds": time.perf_counter() - started,
+        "seconds_this_run": time.perf_counter() - started,
+        "seconds_all_models": sum(  # training and statistics, as measured when each model was made
+            run["seconds"]
+            for found in results["datasets"].values()
+            for r in found["runs"].values()
+            for run in r
+        ),
         "cpu": platform.processor() or platform.machine(),
     }
     text = json.dumps(results, indent=1)

@@ -129,26 +129,41 @@ def test_a_model_that_overreacts_to_masks_does_not_handle_them_with_the_fixing_c
 
 
 def points_of(*rows: tuple[float, float, float]) -> list[dict]:
-    """Check points at ratios 0, 0.5, 1 from (accuracy, excess NLL, Holm p) per ratio; standard error 0.05."""
+    """Check points at ratios 0, 0.5, 1 from (accuracy, excess NLL, Holm p) per ratio; the excess NLL's
+    standard error a quarter of the limit (its 95% interval ±0.49 limits)."""
     return [
-        {"ratio": r, "metrics": {"accuracy": a}, "excess_nll": e, "excess_nll_se": 0.05, "simes_holm": p}
+        {
+            "ratio": r,
+            "metrics": {"accuracy": a},
+            "excess_nll": e,
+            "excess_nll_se": EXCESS_NLL_LIMIT / 4,
+            "simes_holm": p,
+        }
         for r, (a, e, p) in zip((0.0, 0.5, 1.0), rows, strict=True)
     ]
 
 
 def test_verdict_rule():
     fix = "fmm-fast train --model m --strategy masked --dataset d --out m-masked"
-    handles = judge(points_of((0.9, 0, 0.5), (0.7, 0, 0.5), (0.5, 0.0, 0.01)), "accuracy", 0.5, fix)
+    learned = -2 * EXCESS_NLL_LIMIT  # unmasked, it beats the label prior by twice the limit
+    handles = judge(points_of((0.9, learned, 0.5), (0.7, 0, 0.5), (0.5, 0.0, 0.01)), "accuracy", 0.5, fix)
     assert handles["verdict"] == HANDLES and handles["fix"] is None
     assert (handles["first_out_ratio"], handles["out_ratios"]) == (1.0, [1.0])  # MaSF shown, not used
     does_not = judge(points_of((0.9, 0, 0.5), (0.7, 0.5, 0.04), (0.5, 2.0, 0.5)), "accuracy", 0.5, fix)
     assert (does_not["verdict"], does_not["fix"], does_not["first_out_ratio"]) == (DOES_NOT, fix, 0.5)
     assert does_not["text"].startswith(DOES_NOT) and does_not["text"].endswith(fix)
-    # the interval 0.1 ± 1.96 · 0.05 straddles the limit: not enough test examples to decide
+    # the interval limit ± 0.49 limits straddles the limit: not enough test examples to decide
     unsure = judge(
-        points_of((0.9, 0, 0.5), (0.7, 0, 0.5), (0.5, EXCESS_NLL_LIMIT, 0.5)), "accuracy", 0.5, fix
+        points_of((0.9, learned, 0.5), (0.7, 0, 0.5), (0.5, EXCESS_NLL_LIMIT, 0.5)), "accuracy", 0.5, fix
     )
     assert unsure["verdict"] == CANNOT_TELL and "--limit" in unsure["text"]
+    # near the prior when masked, but barely better than it unmasked (the study's weakly trained models,
+    # plain or masked, on bAbI-1): falling back to the prior shows nothing
+    flat = judge(
+        points_of((0.9, -EXCESS_NLL_LIMIT, 0.5), (0.7, 0, 0.5), (0.5, 0.0, 0.5)), "accuracy", 0.5, fix
+    )
+    assert flat["verdict"] == CANNOT_TELL and "beat the label prior by only" in flat["text"]
+    assert flat["fix"] is None
     # a model no better than the majority unmasked, or a test split unlike the validation split
     untrained = judge(points_of((0.5, 0, 0.5), (0.5, 0, 0.5), (0.5, 2.0, 0.5)), "accuracy", 0.5, fix)
     assert untrained["verdict"] == CANNOT_TELL and "majority baseline unmasked" in untrained["text"]

@@ -29,8 +29,10 @@ LOCAL_METRIC = "accuracy"
 # --metric for local files: accuracy for balanced classes, macro-F1 (the paper's choice) for imbalanced ones
 LOCAL_METRICS = {"accuracy": "accuracy", "macro-f1": "macro_f1"}
 LOCAL_EPOCHS = 2  # what the guides train with: a model in minutes; pass --epochs for more
+LOCAL_LR = 5e-5  # what the guides fine-tune a pretrained encoder with in those 2 epochs (paper: 2e-5, 10+)
 NESTED = {list: "list", dict: "JSON object"}  # what a JSON or Parquet cell may hold instead of one value
 SPLIT_SEPARATOR = ","  # --dataset train.csv,validation.csv,test.csv: your own splits
+NAME_SEPARATORS = " -_."  # what separates the words of a file's stem ("sms-train")
 
 
 @dataclass
@@ -44,6 +46,11 @@ class Table:
 def is_local_file_name(name: str) -> bool:
     """Whether `name` names a data file by its extension (it may not exist)."""
     return Path(name).suffix.lower() in SUFFIXES
+
+
+def is_local_dataset(dataset: str) -> bool:
+    """Whether --dataset names the user's own data: one file or three split files (no registry name)."""
+    return is_local_file_name(dataset) or split_file_names(dataset) is not None
 
 
 def split_file_names(dataset: str) -> list[str] | None:
@@ -81,10 +88,12 @@ def display_name(dataset: str) -> str:
     files = split_file_names(dataset)
     if files is not None:
         paths = [Path(name) for name in files]
-        columns = zip(*(path.stem for path in paths), strict=False)  # as far as the shortest stem
-        letters = takewhile(lambda column: len(set(column)) == 1, columns)
-        shared = "".join(column[0] for column in letters).strip(" -_.")
-        return shared or paths[0].parent.name or paths[0].stem
+        stems = [path.stem for path in paths]
+        columns = zip(*stems, strict=False)  # as far as the shortest stem
+        shared = "".join(column[0] for column in takewhile(lambda column: len(set(column)) == 1, columns))
+        if shared not in stems:  # "sms-t" of "sms-train", "sms-test": up to the last separator, "sms"
+            shared = shared[: max(shared.rfind(mark) for mark in NAME_SEPARATORS) + 1]
+        return shared.strip(NAME_SEPARATORS) or paths[0].parent.name or stems[0]
     return Path(dataset).stem if is_local_file_name(dataset) else dataset
 
 

@@ -133,34 +133,25 @@ def load_dataset(
     check_data_sizes(name, size, test_size)
     spec = DATASETS.get(name)
     files = split_file_names(name)
-    if files is not None:
-        splits, names = given_file_splits(
-            files,
-            text_field=text_field,
-            pair_field=pair_field,
-            label_field=label_field,
-            label_names=label_names,
-        )
+    if files is not None or (spec is None and is_local_file_name(name)):
+        fields = {
+            "text_field": text_field,
+            "pair_field": pair_field,
+            "label_field": label_field,
+            "label_names": label_names,
+        }
+        if files is not None:  # your own splits, read as they are
+            splits, names = given_file_splits(files, **fields)
+            file = None  # their files are in the records' "splits" (splits_record)
+        else:
+            splits, names = local_file_splits(Path(name), seed=seed, **fields)
+            file = local_file_record(Path(name))
         splits = cap_splits(splits, seed=seed, size=size, test_size=test_size)
-        return TextDataset(display_name(name), names, local_metric(metric), LOCAL_EPOCHS, splits)
+        return TextDataset(display_name(name), names, local_metric(metric), LOCAL_EPOCHS, splits, file)
     if spec is None:
-        if not is_local_file_name(name):
-            raise UserError(
-                f"unknown dataset {name!r}; use one of {', '.join(DATASETS)} "
-                "or a path to a .csv/.jsonl/.json/.parquet file"
-            )
-        path = Path(name)
-        splits, names = local_file_splits(
-            path,
-            seed=seed,
-            text_field=text_field,
-            pair_field=pair_field,
-            label_field=label_field,
-            label_names=label_names,
-        )
-        splits = cap_splits(splits, seed=seed, size=size, test_size=test_size)
-        return TextDataset(
-            display_name(name), names, local_metric(metric), LOCAL_EPOCHS, splits, local_file_record(path)
+        raise UserError(
+            f"unknown dataset {name!r}; use one of {', '.join(DATASETS)} "
+            "or a path to a .csv/.jsonl/.json/.parquet file"
         )
 
     local_options = {

@@ -34,7 +34,7 @@ from fmm_fast.training.base_models import TINY_ROBERTA
 DEFAULT_EXPLAIN_BATCH_ROWS = 32
 DEFAULT_EXPLAIN_LIMIT = 20  # examples `explain` explains when not told: a page to read, not a dataset
 DEFAULT_FIDELITY_SAMPLE = 16  # examples a reduced-precision evaluation erases in fp32 too
-DEFAULT_LR = 2e-5  # the paper's, for its datasets; a local file's is LOCAL_LR (default_lr)
+DEFAULT_LR = 2e-5  # the paper's, for its datasets; a local file's is LOCAL_LR (_resolve_lr)
 WEIGHT_DECAY = 0.01
 # Batches are drawn from pools of this many batches sorted by length (less padding); 1 = plain shuffle.
 BUCKET_BATCHES = 50
@@ -135,7 +135,7 @@ class TrainSettings(ResumableSettings):
 
     model: tiny-roberta, a Hugging Face model name or a local model directory (a fine-tuned sequence
     classifier is continued, its head and labels kept; labels renames its generic LABEL_0, ...). epochs
-    None: the dataset's default (the paper's; 2 for a local file); lr None: default_lr (5e-5 on a local
+    None: the dataset's default (the paper's; 2 for a local file); lr None: _resolve_lr's (5e-5 on a local
     file, else 2e-5). max_steps caps the optimizer steps. layers/width only apply to tiny-roberta.
     backend.precision: what the training's forward passes run in, resolved here from fp32|bf16|auto
     (backends.precision.resolve_training_precision), so the record and the fingerprint hold what ran.
@@ -158,7 +158,7 @@ class TrainSettings(ResumableSettings):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "labels", tuple(self.labels))  # from JSON
-        object.__setattr__(self, "lr", default_lr(self.data.dataset) if self.lr is None else self.lr)
+        _resolve_lr(self)
         check_strategy(self.strategy)
         check(
             [
@@ -184,11 +184,13 @@ class TrainSettings(ResumableSettings):
             object.__setattr__(self, "backend", replace(self.backend, precision=used))
 
 
-def default_lr(dataset: str) -> float:
-    """--lr when not given: the paper's DEFAULT_LR on its datasets, LOCAL_LR (what the guides use) on the
-    user's own data, which trains LOCAL_EPOCHS epochs. Resolved in the settings, so the record and the
-    fingerprint hold the rate that ran (a registry run's fingerprint is what it was)."""
-    return LOCAL_LR if is_local_dataset(dataset) else DEFAULT_LR
+def _resolve_lr(settings: TrainSettings | RoarSettings) -> None:
+    """Set settings.lr (in __post_init__: frozen) when not given: the paper's DEFAULT_LR on its datasets,
+    LOCAL_LR (what the guides use) on the user's own data, which trains LOCAL_EPOCHS epochs. Resolved in the
+    settings, so the record and the fingerprint hold the rate that ran (a registry run's is what it was)."""
+    if settings.lr is None:
+        lr = LOCAL_LR if is_local_dataset(settings.data.dataset) else DEFAULT_LR
+        object.__setattr__(settings, "lr", lr)
 
 
 def _cuda_runs(device: str) -> bool:
@@ -471,7 +473,7 @@ class RoarSettings(ResolvedMeasures, ResumableSettings):
     def __post_init__(self) -> None:
         self._resolve_measures()
         object.__setattr__(self, "seeds", tuple(dict.fromkeys(self.seeds)))
-        object.__setattr__(self, "lr", default_lr(self.data.dataset) if self.lr is None else self.lr)
+        _resolve_lr(self)
         check(
             [
                 (

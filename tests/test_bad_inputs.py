@@ -79,6 +79,14 @@ def workspace(tiny_babi, tmp_path_factory):
         "ragged": _csv(root / "ragged.csv", ["x y,a", "z,b,extra", "w,a"]),
         "twice": _csv(root / "twice.csv", ["x,a,y", "z,b,w"], header="text,label,text"),
         "few": _csv(root / "few.csv", ["x,a", "y,b"]),
+        # your own splits (--dataset TRAIN,VALIDATION,TEST)
+        "own_train": _csv(
+            root / "own-train.csv", [f"{w},{'a' if i % 2 else 'b'}" for i, w in enumerate(words)]
+        ),
+        "own_validation": _csv(root / "own-validation.csv", ["x y,a", "z w,b"]),
+        "own_test_new_label": _csv(root / "own-test-c.csv", ["x y,a", "z w,c"]),
+        "own_test_empty": _csv(root / "own-test-empty.csv", []),
+        "own_test_other_columns": _csv(root / "own-test-id.csv", ["x y,a,1"], header="text,label,id"),
         "non_fmm": _non_fmm_onnx(root / "plain.onnx"),
         "truncated": str(truncated),
         "dir_onnx": str(root / "model-dir.onnx"),
@@ -127,6 +135,19 @@ CASES = [
     ("binary file as CSV", LOCAL + " {binary}", "binary.csv"),
     ("broken JSON Lines", LOCAL + " {broken}", "broken.jsonl"),
     ("too few rows", LOCAL + " {few}", "at least 3"),
+    ("own splits: two files", LOCAL + " {own_train},{own_validation}", "names 2 files"),
+    ("own splits: a missing file", LOCAL + " {own_train},{own_validation},{missing}.csv", "no such file"),
+    ("own splits: an empty test file", LOCAL + " {own_train},{own_validation},{own_test_empty}", "test file"),
+    (
+        "own splits: other columns",
+        LOCAL + " {own_train},{own_validation},{own_test_other_columns}",
+        "same columns",
+    ),
+    (
+        "own splits: a test label train lacks",
+        LOCAL + " {own_train},{own_validation},{own_test_new_label}",
+        "'c'",
+    ),
     ("label names differ", LOCAL + " {ab_csv}", "--label-map"),
     ("label map of an unknown label", LOCAL + " {ab_csv} --label-map c=garden", "--label-map"),
     ("malformed label map", EVALUATE + " --label-map a:garden", "--label-map"),

@@ -209,7 +209,7 @@ _MODEL = (
 
 def check_dataset(function: str, dataset: Any) -> None:
     """dataset=: a name or path, columns (a mapping), rows (a list of mappings), a datasets.Dataset or a
-    pandas DataFrame (both have to_dict)."""
+    pandas DataFrame (both have to_dict), or your own splits (a mapping: a DatasetDict, a dict of splits)."""
     if isinstance(dataset, str | os.PathLike | Mapping) or hasattr(dataset, "to_dict"):
         return
     if _is_list(dataset) and dataset and all(isinstance(row, Mapping) for row in dataset):
@@ -219,7 +219,8 @@ def check_dataset(function: str, dataset: Any) -> None:
         "dataset",
         dataset,
         "a registry name, a data file, columns {'text': [...], 'label': [...]}, a non-empty list of rows "
-        "{'text': ..., 'label': ...}, a datasets.Dataset or a pandas DataFrame",
+        "{'text': ..., 'label': ...}, a datasets.Dataset, a pandas DataFrame, or your own splits "
+        "(a DatasetDict or {'train': ..., 'validation': ..., 'test': ...})",
     )
 
 

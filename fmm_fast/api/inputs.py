@@ -14,17 +14,21 @@ from typing import Any
 from fmm_fast.core.digest import cache_directory
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.writing import write_text
+from fmm_fast.data.base import SPLIT_NAMES
 from fmm_fast.data.labels import parse_label_names
+from fmm_fast.data.local import SPLIT_SEPARATOR
 from fmm_fast.data.options import DataOptions
 from fmm_fast.training.checkpoint_layout import typed_as_path
 
 # the columns a dataset given as Python data is read by, where no --text-field etc. names others
 TEXT, PAIR, LABEL = "text", "pair", "label"
 
-DatasetLike = str | Path | Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]]
-"""A registry name, a local .csv/.jsonl/.parquet file, columns {"text": [...], "label": [...], "pair":
-[...]} (pair optional), rows [{"text": ..., "label": ...}, ...], a `datasets.Dataset` or a pandas
-DataFrame."""
+DatasetLike = str | Path | Mapping[str, Any] | Sequence[Mapping[str, Any]]
+"""A registry name, a local .csv/.jsonl/.parquet file, your own split files "train.csv,validation.csv,
+test.csv", columns {"text": [...], "label": [...], "pair": [...]} (pair optional), rows [{"text": ...,
+"label": ...}, ...], a `datasets.Dataset`, a pandas DataFrame, or your own splits: a
+`datasets.DatasetDict` or a dict {"train": ..., "validation": ..., "test": ...} of any of these but a
+name."""
 
 
 def model_source(model: Any) -> Any:
@@ -159,9 +163,14 @@ def dataset_fields(
     """(--dataset, --text-field, --pair-field, --label-field) for `dataset`: a name or file as given; data
     held in Python written once to a JSON Lines file named by its content (under fmm-fast's cache folder),
     so that the same data given again resumes a run in the same OUT, with the columns text/pair/label
-    unless the fields name others."""
+    unless the fields name others; your own splits (a DatasetDict, a dict of splits) as the three files
+    "TRAIN,VALIDATION,TEST" that --dataset takes."""
     if isinstance(dataset, str | Path):
         return str(dataset), text_field, pair_field, label_field
+    if is_split_mapping(dataset):
+        _check_split_names(dataset)
+        parts = [dataset_fields(dataset[name], text_field, pair_field, label_field) for name in SPLIT_NAMES]
+        return SPLIT_SEPARATOR.join(part[0] for part in parts), *parts[0][1:]
     columns = _columns(dataset)
     text, label = text_field or TEXT, label_field or LABEL
     pair = pair_field or (PAIR if PAIR in columns else None)
@@ -181,6 +190,32 @@ def dataset_fields(
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text(path, text_lines)
     return str(path), text, pair, label
+
+
+def is_split_mapping(dataset: Any) -> bool:
+    """Whether `dataset` is your own splits: a mapping (a `datasets.DatasetDict` is one) with a key train,
+    validation or test whose values are each data (a file, a Dataset, a DataFrame, columns or rows), not
+    a column's values."""
+    if not isinstance(dataset, Mapping) or not set(dataset) & set(SPLIT_NAMES):
+        return False
+    return all(
+        isinstance(value, str | Path | Mapping)
+        or hasattr(value, "to_dict")
+        or (isinstance(value, Sequence) and bool(value) and all(isinstance(row, Mapping) for row in value))
+        for value in dataset.values()
+    )
+
+
+def _check_split_names(splits: Mapping[str, Any]) -> None:
+    """UserError naming dataset= unless the splits are exactly train, validation and test."""
+    missing = [name for name in SPLIT_NAMES if name not in splits]
+    extra = [str(name) for name in splits if name not in SPLIT_NAMES]
+    if missing or extra:
+        wrong = f"lacks {', '.join(missing)}" if missing else f"also holds {', '.join(extra)}"
+        raise UserError(
+            f"dataset= holds the splits {', '.join(map(str, splits))}: it {wrong}; give exactly train, "
+            "validation and test (split one of them yourself, e.g. with datasets' train_test_split)"
+        )
 
 
 def data_options(

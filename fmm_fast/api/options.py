@@ -13,7 +13,7 @@ from fmm_fast.backends.engine import DEFAULT_CACHE_MB, DEFAULT_TOKEN_BUDGET
 from fmm_fast.backends.options import BackendOptions
 from fmm_fast.backends.precision import DEFAULT_PRECISION
 from fmm_fast.core.option_groups import keyword, option_group
-from fmm_fast.core.settings import DEFAULT_EXPLAIN_BATCH_ROWS, DEFAULT_LR, EngineOptions
+from fmm_fast.core.settings import DEFAULT_EXPLAIN_BATCH_ROWS, EngineOptions
 from fmm_fast.data.masking import TRAINING_BATCH_SIZE
 from fmm_fast.data.options import DEFAULT_DATASET
 from fmm_fast.data.units import DEFAULT_UNIT
@@ -25,9 +25,10 @@ Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 def data_arguments(
     *, split: bool = True, limit: int | None = None, dataset_required: bool = False, units: bool = True
 ) -> Decorator:
-    """dataset= (a name, a file or data held in Python: api.inputs), split= and limit= (unless not split),
-    size=, test_size=, text_field=, pair_field=, label_field=, metric=, label_map=, max_length= and (with
-    units) unit=, handed over as `data: DataOptions`."""
+    """dataset= (a name, a file, your own split files, data held in Python or your own splits held in
+    Python: a DatasetDict or dict of splits; api.inputs), split= and limit= (unless not split), size=,
+    test_size=, text_field=, pair_field=, label_field=, metric=, label_map=, max_length= and (with units)
+    unit=, handed over as `data: DataOptions`."""
     dataset = keyword(
         "dataset", DatasetLike, inspect.Parameter.empty if dataset_required else DEFAULT_DATASET
     )
@@ -86,7 +87,7 @@ def training_arguments() -> Decorator:
     parameters = [
         keyword("epochs", int | None, None),
         keyword("batch_size", int, TRAINING_BATCH_SIZE),
-        keyword("lr", float, DEFAULT_LR),
+        keyword("lr", float | None, None),  # None: the settings' (5e-5 on a local file, else 2e-5)
         keyword("max_steps", int | None, None),
         keyword("layers", int, 2),
         keyword("width", int, 64),

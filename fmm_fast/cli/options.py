@@ -21,6 +21,7 @@ from fmm_fast.backends.precision import DEFAULT_PRECISION, PRECISIONS
 from fmm_fast.core.option_groups import keyword as _option
 from fmm_fast.core.option_groups import option_group
 from fmm_fast.core.settings import DEFAULT_EXPLAIN_BATCH_ROWS, DEFAULT_LR, EngineOptions
+from fmm_fast.data.local import LOCAL_LR
 from fmm_fast.data.masking import TRAINING_BATCH_SIZE
 from fmm_fast.data.options import DEFAULT_DATASET, DataOptions
 from fmm_fast.data.units import DEFAULT_UNIT, UNITS
@@ -114,7 +115,9 @@ def data_options(
                 "--dataset",
                 "-d",
                 help="A registry name (babi-1/2/3 and movie-snippets work offline; sst2, imdb, ... need the "
-                "hub) or a local .csv/.jsonl/.parquet file with --text-field/--label-field.",
+                "hub), a local .csv/.jsonl/.parquet file with --text-field/--label-field (split 80/10/10 "
+                "into train/validation/test, stratified by label, seed 0), or your own splits as three such "
+                "files TRAIN,VALIDATION,TEST.",
             ),
         ],
         inspect.Parameter.empty if dataset_required else DEFAULT_DATASET,
@@ -248,9 +251,14 @@ def training_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         _option(
             "lr",
             Annotated[
-                float, typer.Option("--lr", help="Peak learning rate of AdamW (6% warm-up, linear decay).")
+                float | None,
+                typer.Option(
+                    "--lr",
+                    help="Peak learning rate of AdamW (6% warm-up, linear decay; default: "
+                    f"{LOCAL_LR:g} on a local file, the paper's {DEFAULT_LR:g} on a registry dataset).",
+                ),
             ],
-            DEFAULT_LR,
+            None,
         ),
         _option(
             "max_steps",

@@ -39,8 +39,8 @@ def split_run_header(
     kind: str, settings: Any, loaded: LoadedModel, dataset: TextDataset, encoded: EncodedSplit
 ) -> dict[str, Any]:
     """What the record of a run over one split of `dataset` starts with: its kind, the settings as given
-    (their to_dict(); `data` and `seed` among them), the model that ran and the truncation to its length
-    cut of `encoded`."""
+    (their to_dict(); `data` and `seed` among them), the model that ran, how the dataset's splits were made
+    and the truncation to its length cut of `encoded`."""
     return {
         "kind": kind,
         "fmm_fast_version": __version__,
@@ -48,6 +48,7 @@ def split_run_header(
         "model": loaded.describe(settings.model),
         "dataset": dataset.name,
         "dataset_file": dataset.file,
+        "splits": settings.data.splits_record(),
         "split": settings.data.split,
         "seed": settings.seed,
         "truncation": encoded.truncation(),

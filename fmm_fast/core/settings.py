@@ -23,6 +23,7 @@ from fmm_fast.backends.options import BackendOptions, check
 from fmm_fast.backends.precision import resolve_training_precision
 from fmm_fast.core.digest import content_id
 from fmm_fast.core.errors import UserError
+from fmm_fast.data.local import LOCAL_LR, is_local_dataset
 from fmm_fast.data.masking import DEFAULT_STRATEGY, TRAINING_BATCH_SIZE, check_strategy
 from fmm_fast.data.options import DataOptions
 from fmm_fast.data.units import DEFAULT_UNIT
@@ -33,7 +34,7 @@ from fmm_fast.training.base_models import TINY_ROBERTA
 DEFAULT_EXPLAIN_BATCH_ROWS = 32
 DEFAULT_EXPLAIN_LIMIT = 20  # examples `explain` explains when not told: a page to read, not a dataset
 DEFAULT_FIDELITY_SAMPLE = 16  # examples a reduced-precision evaluation erases in fp32 too
-DEFAULT_LR = 2e-5
+DEFAULT_LR = 2e-5  # the paper's, for its datasets; a local file's is LOCAL_LR (_resolve_lr)
 WEIGHT_DECAY = 0.01
 # Batches are drawn from pools of this many batches sorted by length (less padding); 1 = plain shuffle.
 BUCKET_BATCHES = 50
@@ -134,8 +135,8 @@ class TrainSettings(ResumableSettings):
 
     model: tiny-roberta, a Hugging Face model name or a local model directory (a fine-tuned sequence
     classifier is continued, its head and labels kept; labels renames its generic LABEL_0, ...). epochs
-    None: the dataset's paper default. max_steps caps the optimizer steps. layers/width only apply to
-    tiny-roberta.
+    None: the dataset's default (the paper's; 2 for a local file); lr None: _resolve_lr's (5e-5 on a local
+    file, else 2e-5). max_steps caps the optimizer steps. layers/width only apply to tiny-roberta.
     backend.precision: what the training's forward passes run in, resolved here from fp32|bf16|auto
     (backends.precision.resolve_training_precision), so the record and the fingerprint hold what ran.
     """
@@ -146,7 +147,7 @@ class TrainSettings(ResumableSettings):
     seed: int = 0
     epochs: int | None = None
     batch_size: int = TRAINING_BATCH_SIZE
-    lr: float = DEFAULT_LR
+    lr: float | None = None
     weight_decay: float = WEIGHT_DECAY
     max_steps: int | None = None
     layers: int = 2
@@ -157,6 +158,7 @@ class TrainSettings(ResumableSettings):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "labels", tuple(self.labels))  # from JSON
+        _resolve_lr(self)
         check_strategy(self.strategy)
         check(
             [
@@ -180,6 +182,15 @@ class TrainSettings(ResumableSettings):
         if self.backend.precision != "fp32":  # fp32 runs alike everywhere: no device to look at
             used = resolve_training_precision(self.backend.precision, _cuda_runs(self.backend.device)).used
             object.__setattr__(self, "backend", replace(self.backend, precision=used))
+
+
+def _resolve_lr(settings: TrainSettings | RoarSettings) -> None:
+    """Set settings.lr (in __post_init__: frozen) when not given: the paper's DEFAULT_LR on its datasets,
+    LOCAL_LR (what the guides use) on the user's own data, which trains LOCAL_EPOCHS epochs. Resolved in the
+    settings, so the record and the fingerprint hold the rate that ran (a registry run's is what it was)."""
+    if settings.lr is None:
+        lr = LOCAL_LR if is_local_dataset(settings.data.dataset) else DEFAULT_LR
+        object.__setattr__(settings, "lr", lr)
 
 
 def _cuda_runs(device: str) -> bool:
@@ -449,7 +460,7 @@ class RoarSettings(ResolvedMeasures, ResumableSettings):
     steps: int = ROAR_MAX_STEPS
     epochs: int | None = None
     batch_size: int = TRAINING_BATCH_SIZE
-    lr: float = DEFAULT_LR
+    lr: float | None = None
     max_steps: int | None = None
     layers: int = 2
     width: int = 64
@@ -462,6 +473,7 @@ class RoarSettings(ResolvedMeasures, ResumableSettings):
     def __post_init__(self) -> None:
         self._resolve_measures()
         object.__setattr__(self, "seeds", tuple(dict.fromkeys(self.seeds)))
+        _resolve_lr(self)
         check(
             [
                 (

@@ -1,4 +1,5 @@
-"""A user's own labelled text file (.csv, .jsonl / .json lines, .parquet), split 80/10/10 by label.
+"""A user's own labelled text file (.csv, .jsonl / .json lines, .parquet), split 80/10/10 by label, or
+the user's own three split files (--dataset TRAIN,VALIDATION,TEST: data.given_splits reads them).
 
 Cells are read as the file states them: every CSV cell is text ("003" stays "003", labels "01".."06" stay
 "01".."06"); JSON and Parquet keep their own types (a number there is declared numeric by the file). A
@@ -11,6 +12,7 @@ import csv
 import math
 import re
 from dataclasses import dataclass
+from itertools import takewhile
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +21,7 @@ from fmm_fast.core.digest import file_sha256
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.optional_deps import PARQUET
 from fmm_fast.core.reading import json_lines
-from fmm_fast.data.base import TextSplit, stratified_split
+from fmm_fast.data.base import SPLIT_NAMES, TextSplit, stratified_split
 from fmm_fast.data.blank import BLANK_REASON, is_blank
 
 SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")  # .json: one JSON object per line, like .jsonl
@@ -27,7 +29,10 @@ LOCAL_METRIC = "accuracy"
 # --metric for local files: accuracy for balanced classes, macro-F1 (the paper's choice) for imbalanced ones
 LOCAL_METRICS = {"accuracy": "accuracy", "macro-f1": "macro_f1"}
 LOCAL_EPOCHS = 2  # what the guides train with: a model in minutes; pass --epochs for more
+LOCAL_LR = 5e-5  # what the guides fine-tune a pretrained encoder with in those 2 epochs (paper: 2e-5, 10+)
 NESTED = {list: "list", dict: "JSON object"}  # what a JSON or Parquet cell may hold instead of one value
+SPLIT_SEPARATOR = ","  # --dataset train.csv,validation.csv,test.csv: your own splits
+NAME_SEPARATORS = " -_."  # what separates the words of a file's stem ("sms-train")
 
 
 @dataclass
@@ -43,10 +48,52 @@ def is_local_file_name(name: str) -> bool:
     return Path(name).suffix.lower() in SUFFIXES
 
 
+def is_local_dataset(dataset: str) -> bool:
+    """Whether --dataset names the user's own data: one file or three split files (no registry name)."""
+    return is_local_file_name(dataset) or split_file_names(dataset) is not None
+
+
+def split_file_names(dataset: str) -> list[str] | None:
+    """The train, validation and test files of --dataset TRAIN,VALIDATION,TEST (your own splits, in that
+    order); None for one name: a registry name or one file (also an existing file whose name holds a comma).
+    UserError, before any work, unless the commas separate three different data files."""
+    if SPLIT_SEPARATOR not in dataset or Path(dataset).is_file():
+        return None
+    names = [name.strip() for name in dataset.split(SPLIT_SEPARATOR)]
+    order = SPLIT_SEPARATOR.join(SPLIT_NAMES)
+    if len(names) != len(SPLIT_NAMES) or not all(names):
+        raise UserError(
+            f"--dataset {dataset!r} names {len([n for n in names if n])} files; give your own splits as "
+            f"three files, {order} (e.g. --dataset train.csv,validation.csv,test.csv), or one file to split "
+            "80/10/10"
+        )
+    other = next((name for name in names if not is_local_file_name(name)), None)
+    if other is not None:
+        raise UserError(
+            f"--dataset: {other!r} is not a {'/'.join(SUFFIXES)} file; your own splits are three data files, "
+            f"{order}"
+        )
+    if len(set(names)) < len(names):
+        twice = next(name for i, name in enumerate(names) if name in names[:i])
+        raise UserError(f"--dataset names the file {twice} twice; give three different files, {order}")
+    return names
+
+
 def display_name(dataset: str) -> str:
     """The name a person reads for a dataset (tables, headings, plot titles, file names): a local file's
-    stem ("/data/x/sms.csv" -> "sms"), a registry name as it is. Its path and digest go in the records
-    (local_file_record), never a user's directory layout in what is shown."""
+    stem ("/data/x/sms.csv" -> "sms"), a registry name as it is; your own splits: what their files' stems
+    begin with ("sms-train", "sms-test", ... -> "sms"), else their folder's name, else the train file's
+    stem. Paths and digests go in the records (local_file_record), never a user's directory layout in what
+    is shown."""
+    files = split_file_names(dataset)
+    if files is not None:
+        paths = [Path(name) for name in files]
+        stems = [path.stem for path in paths]
+        columns = zip(*stems, strict=False)  # as far as the shortest stem
+        shared = "".join(column[0] for column in takewhile(lambda column: len(set(column)) == 1, columns))
+        if shared not in stems:  # "sms-t" of "sms-train", "sms-test": up to the last separator, "sms"
+            shared = shared[: max(shared.rfind(mark) for mark in NAME_SEPARATORS) + 1]
+        return shared.strip(NAME_SEPARATORS) or paths[0].parent.name or stems[0]
     return Path(dataset).stem if is_local_file_name(dataset) else dataset
 
 
@@ -188,6 +235,32 @@ def _label_order(value: object) -> tuple:
     return (0, number, str(value)) if math.isfinite(number) else (1, 0.0, str(value))
 
 
+@dataclass
+class FileColumns:
+    """What a file holds for a dataset: (N,) texts, (N,) second segments or None, (N,) label values."""
+
+    first: list[str]
+    second: list[str] | None
+    labels: list[str | int | float | bool]
+
+
+def file_columns(
+    table: Table, path: Path, text_field: str | None, pair_field: str | None, label_field: str | None
+) -> FileColumns:
+    """The dataset's columns of a file's table; UserError when --text-field or --label-field is not given
+    (naming the columns there are), or a column is missing or holds a missing, blank or nested value."""
+    if text_field is None or label_field is None:
+        raise UserError(
+            f"{path} is a local file; name its columns with --text-field and --label-field "
+            f"(available: {', '.join(table.columns)})"
+        )
+    return FileColumns(
+        first=text_values(table, text_field, path, "--text-field"),
+        second=None if pair_field is None else text_values(table, pair_field, path, "--pair-field"),
+        labels=column_values(table, label_field, path, "--label-field"),
+    )
+
+
 def local_file_splits(
     path: Path,
     *,
@@ -198,15 +271,8 @@ def local_file_splits(
     label_names: list[str] | None,
 ) -> tuple[dict[str, TextSplit], list[str]]:
     """The file's train/validation/test splits (80/10/10, stratified, by seed) and its label names."""
-    table = read_table(path)
-    if text_field is None or label_field is None:
-        raise UserError(
-            f"{path} is a local file; name its columns with --text-field and --label-field "
-            f"(available: {', '.join(table.columns)})"
-        )
-    first = text_values(table, text_field, path, "--text-field")
-    second = None if pair_field is None else text_values(table, pair_field, path, "--pair-field")
-    labels, names = label_indices(column_values(table, label_field, path, "--label-field"), label_names, path)
-    whole = TextSplit(first=first, second=second, labels=labels)
+    columns = file_columns(read_table(path), path, text_field, pair_field, label_field)
+    labels, names = label_indices(columns.labels, label_names, path)
+    whole = TextSplit(first=columns.first, second=columns.second, labels=labels)
     splits = {name: whole.subset(rows) for name, rows in stratified_split(labels, seed).items()}
     return splits, names

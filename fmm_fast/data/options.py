@@ -14,8 +14,8 @@ from fmm_fast.core.errors import UserError
 from fmm_fast.data import load_dataset
 from fmm_fast.data.base import TextDataset, splits_content_id
 from fmm_fast.data.labels import model_label_indices, parse_label_map
-from fmm_fast.data.local import is_local_file_name
-from fmm_fast.data.registry import check_data_sizes, is_hub_dataset
+from fmm_fast.data.local import is_local_file_name, split_file_names
+from fmm_fast.data.registry import check_data_sizes, is_hub_dataset, splits_record
 from fmm_fast.data.tokenization import encode_split
 from fmm_fast.data.units import DEFAULT_UNIT, check_unit
 
@@ -27,8 +27,8 @@ AFTER_LOADING = {"split", "limit", "unit"}  # options that select within the loa
 
 @dataclass(frozen=True)
 class DataOptions:
-    """How to load a dataset: registry name or local file, with its field names; `limit` keeps the first
-    examples of `split`.
+    """How to load a dataset: registry name, local file or your own split files ("TRAIN,VALIDATION,TEST"),
+    with its field names; `limit` keeps the first examples of `split`.
 
     `data_seed` draws generated bAbI sets, subsets and local-file splits; every command uses 0 so that
     training, evaluation and MaSF see the same splits (it is not the seed of a run's model or masks).
@@ -59,6 +59,7 @@ class DataOptions:
         if self.limit is not None and self.limit < 1:
             raise UserError(f"--limit must be at least 1, got {self.limit}")
         check_data_sizes(self.dataset, self.size, self.test_size)  # before any work
+        split_file_names(self.dataset)  # three split files, or a UserError before any work
 
     @classmethod
     def from_flags(cls, label_map: str | None = None, **flags: str | int | None) -> DataOptions:
@@ -66,19 +67,26 @@ class DataOptions:
         return cls(**flags, label_map=parse_label_map(label_map))  # type: ignore[arg-type]
 
     def fingerprint_fields(self) -> dict:
-        """Every option, and for a local data file or a hub dataset its content ("content": {path or
-        name: "sha256:..."}), so that a file edited between runs, or a hub dataset whose cached copy
-        changed, does not resume the run of its old rows."""
+        """Every option, and for a local data file (each of your own split files) or a hub dataset its
+        content ("content": {path or name: "sha256:..."}), so that a file edited between runs, or a hub
+        dataset whose cached copy changed, does not resume the run of its old rows."""
         fields = json.loads(json.dumps(asdict(self)))  # tuples → lists, as a marker gives them back
         # at their defaults they are left out: a run made before they existed still resumes
         for name, default in (("unit", DEFAULT_UNIT), ("max_length", None)):
             if fields[name] == default:
                 del fields[name]
-        if is_local_file_name(self.dataset) and Path(self.dataset).is_file():
+        files = split_file_names(self.dataset)
+        if files is not None:  # a missing one fails when the data is loaded, with one line
+            fields["content"] = {name: content_id(name) for name in files if Path(name).is_file()}
+        elif is_local_file_name(self.dataset) and Path(self.dataset).is_file():
             fields["content"] = {self.dataset: content_id(self.dataset)}
         elif is_hub_dataset(self.dataset):
             fields["content"] = {self.dataset: self.hub_content}
         return fields
+
+    def splits_record(self) -> dict:
+        """How the dataset's splits are made (data.registry.splits_record), for the run's record."""
+        return splits_record(self.dataset, self.data_seed)
 
     @cached_property
     def hub_content(self) -> str:

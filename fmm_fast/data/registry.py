@@ -8,7 +8,8 @@ from pathlib import Path
 
 from fmm_fast.core.errors import UserError
 from fmm_fast.data.babi import LOCATIONS, MAX_GENERATED, TRAIN_SIZE, babi_splits
-from fmm_fast.data.base import DatasetSpec, TextDataset, TextSplit, cap_splits, check_sizes
+from fmm_fast.data.base import SPLIT_NAMES, DatasetSpec, TextDataset, TextSplit, cap_splits, check_sizes
+from fmm_fast.data.given_splits import given_file_splits
 from fmm_fast.data.hub import hub_splits
 from fmm_fast.data.local import (
     LOCAL_EPOCHS,
@@ -18,6 +19,7 @@ from fmm_fast.data.local import (
     is_local_file_name,
     local_file_record,
     local_file_splits,
+    split_file_names,
 )
 from fmm_fast.data.movie_snippets import LABEL_NAMES as SNIPPET_LABELS
 from fmm_fast.data.movie_snippets import movie_snippet_splits
@@ -90,6 +92,9 @@ _OFFLINE: dict[str, Callable[..., dict[str, TextSplit]]] = {
 
 
 _GENERATED = ("babi-1", "babi-2", "babi-3")  # drawn by our generator: a size is how many it generates
+# how the splits of a dataset are made, as its records say (splits_record)
+STRATIFIED = "one set split 80/10/10 into train/validation/test, stratified by label"
+GIVEN = "given: the train, validation and test files as they are"
 
 
 def dataset_names() -> list[str]:
@@ -115,8 +120,9 @@ def load_dataset(
     label_names: list[str] | None = None,
     metric: str | None = None,
 ) -> TextDataset:
-    """A registry dataset, or a local .csv/.jsonl/.json/.parquet file (then text_field and label_field
-    are required, pair_field optional).
+    """A registry dataset, a local .csv/.jsonl/.json/.parquet file (split 80/10/10, stratified by label),
+    or your own splits as three such files "TRAIN,VALIDATION,TEST" (for local files text_field and
+    label_field are required, pair_field optional).
 
     seed drives generation (bAbI), local splits and size-capped subsets; size caps train+validation,
     test_size the test split. Local files: label names are the sorted distinct values unless given, and
@@ -126,24 +132,26 @@ def load_dataset(
         raise UserError(f"seed {seed} is negative; use a seed ≥ 0")
     check_data_sizes(name, size, test_size)
     spec = DATASETS.get(name)
-    if spec is None:
-        if not is_local_file_name(name):
-            raise UserError(
-                f"unknown dataset {name!r}; use one of {', '.join(DATASETS)} "
-                "or a path to a .csv/.jsonl/.json/.parquet file"
-            )
-        path = Path(name)
-        splits, names = local_file_splits(
-            path,
-            seed=seed,
-            text_field=text_field,
-            pair_field=pair_field,
-            label_field=label_field,
-            label_names=label_names,
-        )
+    files = split_file_names(name)
+    if files is not None or (spec is None and is_local_file_name(name)):
+        fields = {
+            "text_field": text_field,
+            "pair_field": pair_field,
+            "label_field": label_field,
+            "label_names": label_names,
+        }
+        if files is not None:  # your own splits, read as they are
+            splits, names = given_file_splits(files, **fields)
+            file = None  # their files are in the records' "splits" (splits_record)
+        else:
+            splits, names = local_file_splits(Path(name), seed=seed, **fields)
+            file = local_file_record(Path(name))
         splits = cap_splits(splits, seed=seed, size=size, test_size=test_size)
-        return TextDataset(
-            display_name(name), names, local_metric(metric), LOCAL_EPOCHS, splits, local_file_record(path)
+        return TextDataset(display_name(name), names, local_metric(metric), LOCAL_EPOCHS, splits, file)
+    if spec is None:
+        raise UserError(
+            f"unknown dataset {name!r}; use one of {', '.join(DATASETS)} "
+            "or a path to a .csv/.jsonl/.json/.parquet file"
         )
 
     local_options = {
@@ -170,6 +178,27 @@ def load_dataset(
     else:
         splits = hub_splits(spec, seed=seed, size=size, test_size=test_size, offline_names=list(_OFFLINE))
     return TextDataset(spec.name, list(spec.label_names), spec.metric, spec.epochs, splits)
+
+
+def splits_record(name: str, seed: int) -> dict:
+    """How the splits of dataset `name` (as load_dataset takes it) are made, for every run's record: "made"
+    in words, with the seed that drew them, or your own split files with their content's sha256. Read
+    from the name (a hub dataset is not loaded again); --size/--test-size subsets are in the arguments."""
+    files = split_file_names(name)
+    if files is not None:
+        return {
+            "made": GIVEN,
+            "files": {split: local_file_record(Path(f)) for split, f in zip(SPLIT_NAMES, files, strict=True)},
+        }
+    if is_local_file_name(name) or name == "movie-snippets":
+        return {"made": STRATIFIED, "seed": seed}
+    if name in _GENERATED:
+        return {"made": "generated: each split drawn by the bAbI generator from its own stream", "seed": seed}
+    spec = DATASETS[name]
+    return {
+        "made": f"train: the first 80% of the official train split, validation: the rest, test: the official "
+        f"{spec.test_split} split"
+    }
 
 
 def check_data_sizes(name: str, size: int | None, test_size: int | None) -> None:

@@ -31,6 +31,7 @@ from fmm_fast.core.records import split_run_header, versions, write_record
 from fmm_fast.core.settings import CheckSettings
 from fmm_fast.data.base import TextDataset
 from fmm_fast.data.labels import model_label_indices
+from fmm_fast.data.local import LOCAL_EPOCHS, LOCAL_LR
 from fmm_fast.data.masking import random_masking
 from fmm_fast.data.options import DataOptions, open_split
 from fmm_fast.measures.spec import BASELINE, resolve_measure
@@ -179,9 +180,9 @@ def run_check(
 
 
 # The fixing command's training: measured to give a measurable masked model in minutes on a CPU
-# (docs/results/check-separation.md); the guides train the same way
-FIX_EPOCHS = 2
-FIX_LR = 5e-5
+# (docs/results/check-separation.md); the guides train the same way, and so does `train` on a local file
+FIX_EPOCHS = LOCAL_EPOCHS
+FIX_LR = LOCAL_LR
 FIX_SIZE = 2000  # train+validation examples at most
 
 

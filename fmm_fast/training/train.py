@@ -400,6 +400,7 @@ def new_record(run: TrainingRun, data: TrainingData, total_steps: int) -> dict[s
         "dataset": {
             "name": run.dataset.name,
             "file": run.dataset.file,
+            "splits": run.settings.data.splits_record(),
             "metric": run.dataset.metric,
             "label_names": list(run.dataset.label_names),
             "sizes": {name: len(split) for name, split in data.encoded.items()},

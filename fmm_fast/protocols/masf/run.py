@@ -231,6 +231,7 @@ def masf_record(settings: MasfSettings, results: dict[str, dict], seconds: float
         "fmm_fast_version": __version__,
         "arguments": settings.to_dict(),
         "fingerprint": settings.fingerprint(),  # what decides its numbers: report counts equal runs once
+        "splits": settings.data.splits_record(),
         "models": {label: {k: v for k, v in r.items() if k != "p_values"} for label, r in results.items()},
         "durations": {"total_seconds": seconds},
         "versions": versions(),

@@ -88,6 +88,7 @@ def roar_result(settings: RoarSettings, out: Path, metric: str, majority: float)
         "arguments": {**settings.to_dict(), "erasure": erasure},
         "fingerprint": settings.fingerprint(),  # of every seed (the seeds are left out): see report.identity
         "dataset": settings.data.dataset,
+        "splits": settings.data.splits_record(),
         "metric": metric,
         "majority_baseline": majority,
         "strategy": settings.strategy,

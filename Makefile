@@ -24,7 +24,7 @@ demo: $(STAMP)
 
 test: $(STAMP) chromium
 	$(BIN)/ruff check .
-	$(BIN)/pytest -n auto --dist loadfile --durations=20
+	$(BIN)/pytest -n auto --dist loadfile --no-loadscope-reorder --durations=20
 
 bench: $(STAMP)
 	bench/run

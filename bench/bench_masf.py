@@ -37,7 +37,7 @@ GOAL_VS_NUMPY = 5.0
 FULL_SIZES = (2_000, 10_000, 500)
 # the fewest calibration signals both calibrations take (the split's half A must exceed its components)
 SMALLEST_CALIBRATION = max(min_calibration_examples(method) for method in CALIBRATION_METHODS)
-QUICK_SIZES = (SMALLEST_CALIBRATION, 200, 20)
+QUICK_SIZES = (SMALLEST_CALIBRATION, 40, 5)  # the split calibration costs most per test signal
 IDENTICAL_LABELS = {True: "yes", False: "NO", None: "ref"}
 
 PValueMethod = Callable[[np.ndarray, np.ndarray, str], np.ndarray]

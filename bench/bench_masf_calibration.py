@@ -37,7 +37,7 @@ Measured:
 --reproduction DIR is a `bench/reproduce --scale small --datasets movie-snippets --masf-only` folder
 (its onnx/movie-snippets-{plain,masked}-seed-S.onnx); the signals are computed as `fmm-fast masf` computes
 them (protocols.masf.run.masf_signals) and cached in --cache.
---quick: one draw of the fewest calibration signals QUICK_VARIANTS (one of each kind) take, and 50 fresh
+--quick: one draw of the fewest calibration signals QUICK_VARIANTS (one of each kind) take, and 20 fresh
 rows, to check that it runs; its figures mean nothing.
 """
 
@@ -75,7 +75,7 @@ QUICK_VARIANTS = (
     "pca32-split-before",
 )  # one of each kind
 # synthetic calibration and fresh rows; --quick: the fewest that every quick variant's half A takes
-SIZES = {False: (917, 1000), True: (min_calibration_examples("split", max(QUICK_COMPONENTS, PCA_BEFORE)), 50)}
+SIZES = {False: (917, 1000), True: (min_calibration_examples("split", max(QUICK_COMPONENTS, PCA_BEFORE)), 20)}
 FAR_AWAY = np.float32(1e6)
 RATIOS_CHECKED = tuple(f"{0.1 * j:.1f}" for j in range(11))
 POWER_SPLIT_SEED = 0  # `fmm-fast masf --calibration-seed`'s default: the halves the README's tables used

@@ -1,6 +1,11 @@
 """`bench/run --quick`'s second part: every other bench script end to end at its --quick size (the tiny
 model, a handful of examples), each in a process of its own as a person runs it, all output under one folder.
 
+A Python script's process is forked from a server that imported the heavy libraries once (PyTorch,
+Transformers, ONNX Runtime, Numba: about 5 CPU seconds a fresh interpreter pays before a script's first
+line, most of a quick run's cost), then runs the file as `python SCRIPT ARGS` would: as __main__, with its
+arguments in sys.argv, bench/ first on the path, its output in its log, its exit status its own.
+
 A script that needs what this machine lacks (a GPU, a CPU with native bf16, two cores, PyPI) is skipped with
 the reason. bench/run's own table runs the rest (TABLE_SCRIPTS). tests/test_bench_quick.py runs it all and
 checks that every script of bench/ is in one or the other, so a new script cannot be left out.
@@ -8,14 +13,19 @@ checks that every script of bench/ is in one or the other, so a new script canno
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
+import multiprocessing
 import os
 import resource
+import runpy
 import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -27,6 +37,22 @@ TABLE_SCRIPTS = (
     "bench_memory.py",
 )  # run by bench/run's own table
 LOG_TAIL_LINES = 25
+# What the fork server imports once for every script (the lazily loaded Transformers model classes included);
+# the bench scripts' own modules stay out, so that each script's process imports its code afresh.
+PRELOAD = [
+    "torch",
+    "transformers",
+    "transformers.models.roberta.modeling_roberta",
+    "transformers.models.bert.modeling_bert",
+    "onnxruntime",
+    "numba",
+    "scipy.stats",
+    "tokenizers",
+    "fmm_fast.cli",
+    "fmm_fast.backends.engine",
+    "fmm_fast.training.train",
+    "fmm_fast.export.onnx_export",
+]
 
 Arguments = Callable[[Path, Path], list[str]]  # (output folder, model cache) -> command-line arguments
 
@@ -139,17 +165,66 @@ def run_one(item: QuickRun, out: Path, cache: Path, device: str) -> Outcome:
         return Outcome(item.script, "skipped", note=reason)
     log = out / "logs" / f"{item.script}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    command = [*item.runner, str(BENCH_DIR / item.script), *item.arguments(out, cache)]
-    started, cpu_started = time.perf_counter(), children_cpu_seconds()
-    with log.open("w") as stream:
-        stream.write(" ".join(command) + "\n")
-        stream.flush()
-        code = subprocess.run(command, stdout=stream, stderr=subprocess.STDOUT, check=False).returncode
-    seconds, cpu = time.perf_counter() - started, children_cpu_seconds() - cpu_started
+    arguments = item.arguments(out, cache)
+    command = [*item.runner, str(BENCH_DIR / item.script), *arguments]
+    log.write_text(" ".join(command) + "\n")
+    started = time.perf_counter()
+    if item.runner == (sys.executable,):
+        code, cpu = run_forked(BENCH_DIR / item.script, arguments, log)
+    else:
+        cpu_started = children_cpu_seconds()
+        with log.open("a") as stream:
+            code = subprocess.run(command, stdout=stream, stderr=subprocess.STDOUT, check=False).returncode
+        cpu = children_cpu_seconds() - cpu_started
+    seconds = time.perf_counter() - started
     if code == 0:
         return Outcome(item.script, "ok", seconds, cpu)
     tail = "\n".join(log.read_text().splitlines()[-LOG_TAIL_LINES:])
     return Outcome(item.script, "FAILED", seconds, cpu, f"exit status {code}; {log}, last lines:\n{tail}")
+
+
+def run_forked(script: Path, arguments: list[str], log: Path) -> tuple[int, float]:
+    """`python SCRIPT ARGUMENTS` in a process forked from the preloaded server, output appended to `log`:
+    (its exit status, its CPU seconds with those of the processes it started)."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOAD)
+    receiving, sending = context.Pipe(duplex=False)
+    process = context.Process(target=script_main, args=(str(script), arguments, str(log), sending))
+    process.start()
+    sending.close()
+    cpu = receiving.recv() if receiving.poll(None) else 0.0  # nothing comes when the process was killed
+    process.join()
+    return process.exitcode, cpu
+
+
+def script_main(script: str, arguments: list[str], log: str, usage: Connection) -> None:
+    """In the forked process: run `script` as __main__ with `arguments`, its output into `log`, its exit
+    status as the process's, its CPU seconds sent to `usage`."""
+    with open(log, "a") as stream:  # the descriptors 1 and 2 keep the file open after the block
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(stream.fileno(), 1)
+        os.dup2(stream.fileno(), 2)
+    sys.argv = [script, *arguments]
+    sys.path.insert(0, str(Path(script).parent))
+    code = 0
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as stop:  # exit statuses as the interpreter gives them: a message is printed, status 1
+        if isinstance(stop.code, int):
+            code = stop.code
+        elif stop.code is not None:
+            print(stop.code, file=sys.stderr)
+            code = 1
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    atexit._run_exitfuncs()  # what the interpreter runs at exit (e.g. shutting down a Ray runtime it started)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    own, started = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    usage.send(own.ru_utime + own.ru_stime + started.ru_utime + started.ru_stime)
+    sys.exit(code)
 
 
 def children_cpu_seconds() -> float:
@@ -165,3 +240,15 @@ def run_all(out: Path, cache: Path, device: str, progress: Callable[[str], None]
         progress(f"quick: {item.script}")
         outcomes.append(run_one(item, out, cache, device))
     return outcomes
+
+
+def preload_cpu_seconds() -> float:
+    """User + system seconds of the fork server so far (its imports: paid once, not by any script); 0 when
+    none started."""
+    from multiprocessing import forkserver
+
+    pid = forkserver._forkserver._forkserver_pid
+    if pid is None:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime in clock ticks

@@ -131,7 +131,9 @@ SCALES = {
                 "movie-snippets", MINILM, epochs=1, lr=5e-5, size=200, test_size=40,
                 eval_limit=4, beam_limit=2, masf_limit=16,
             ),
-            _babi("babi-1", epochs=2, size=300, test_size=40, eval_limit=8, beam_limit=2, masf_limit=16,
+            # the one the tests and `bench/run --quick` run (test_reproduce_ray.py three times): the fewest
+            # examples that run every step (200: a validation split of 40 for model selection)
+            _babi("babi-1", epochs=2, size=200, test_size=20, eval_limit=4, beam_limit=2, masf_limit=8,
                   layers=1, width=32),
             _babi("babi-2", epochs=2, size=300, test_size=40, eval_limit=8, beam_limit=2, masf_limit=16,
                   layers=1, width=32),

@@ -8,6 +8,32 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+# The files that take longest (docs/results/tests.md), slowest first. `make test` hands whole files to its
+# workers in collection order (--dist loadfile --no-loadscope-reorder): started first, they run beside the
+# many short files instead of keeping one worker busy alone at the end.
+SLOWEST_FILES = (
+    "test_bench_quick.py",
+    "test_kills.py",
+    "test_reproduce_ray.py",
+    "test_roar.py",
+    "test_roar_kills.py",
+    "test_masf.py",
+    "test_injection.py",
+    "test_demo.py",
+    "test_notebook.py",
+    "test_distributed.py",
+    "test_erasure_units.py",
+    "test_evaluation_install.py",
+    "test_plugins.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """SLOWEST_FILES' tests first, in that order; the other files after them as collected (a stable sort
+    keeps the order of the tests within each file)."""
+    rank = {name: position for position, name in enumerate(SLOWEST_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
 
 @pytest.fixture
 def fake_hub(monkeypatch):

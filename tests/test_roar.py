@@ -1,6 +1,6 @@
-"""Recursive ROAR on a tiny model: the masking rule of every step, resume after a kill, reuse of identical
-datasets' models, ranking once (non-recursive), chains on Ray workers (one killed mid-chain, one killed
-beyond its retries) and the CLI's user errors."""
+"""Recursive ROAR on a tiny model: the masking rule of every step, reuse of identical datasets' models,
+ranking once (non-recursive), chains on Ray workers (one killed mid-chain) and the CLI's user errors. A
+killed `fmm-fast roar` and a chain killed beyond its retries: test_roar_kills.py."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from test_kills import environment, fmm, keyword_csv, kill_when, run, stable
+from test_kills import keyword_csv, stable
 
 from fmm_fast.backends.engine import MaskBatchEngine
 from fmm_fast.backends.loading import load_model
@@ -244,14 +244,6 @@ def test_rand_draws_are_seeded_per_example_and_step(recursive_run) -> None:
     assert not any(np.array_equal(a, b) for a, b in zip(same, other_seed, strict=True))
 
 
-def roar_flags(root: Path) -> list[str]:
-    """`fmm-fast roar`'s options for a tiny run of loo-abs (and rand) in 2 steps on keyword data in `root`."""
-    data = ["--dataset", str(keyword_csv(root / "keywords.csv", 120)), "--text-field", "text",
-            "--label-field", "label"]  # fmt: skip
-    return [*data, "--measure", "loo-abs", "--steps", "2", "--epochs", "4", "--lr", "5e-3", "--batch-size",
-            "8", "--layers", "1", "--width", "32", "--device", "cpu", "--quiet", "--no-erasure"]  # fmt: skip
-
-
 def test_a_reused_step_file_is_checked_against_its_record(recursive_run, tmp_path, capfd) -> None:
     """A swapped, truncated, empty or missing dataset.npz of a finished step is recomputed with one warning
     line each, to the dataset its record names; a changed step model is refused with one line."""
@@ -292,26 +284,6 @@ def test_a_rerun_without_erasure_records_the_erasure_the_folder_holds(recursive_
     assert result["arguments"]["erasure"] is True and result["complete"] is True
     assert result["seeds"]["0"]["erasure"] == "seed-0/erasure/result.json"
     assert read_record(out / "result.json")["arguments"]["erasure"] is True
-
-
-def test_a_killed_run_resumes_to_the_uninterrupted_result(tmp_path) -> None:
-    env = environment(tmp_path)
-    flags = roar_flags(tmp_path)
-    run(fmm("roar", *flags, "--out", str(tmp_path / "reference")), env)
-    out = tmp_path / "killed"
-    argv = fmm("roar", *flags, "--out", str(out))
-    steps = out / "seed-0"
-    kill_when(argv, env, "after rand's step 1", lambda: (steps / "rand/step-050/record.json").is_file())
-    kill_when(argv, env, "in loo-abs's step 1", lambda: (steps / "loo-abs/step-050/dataset.npz").is_file())
-    run(argv, env)
-    results = [read_record(d / "result.json") for d in (tmp_path / "reference", out)]
-    assert stable(results[1]) == stable(results[0])
-    assert results[0]["seeds"]["0"]["curves"]["rand"][0] > 0.8  # a model that learnt: rankings can differ
-    for record in ("step-000", "loo-abs/step-050", "rand/step-050"):
-        steps = [
-            stable(read_record(d / "seed-0" / record / "record.json")) for d in (tmp_path / "reference", out)
-        ]
-        assert steps[1] == steps[0]
 
 
 def copy_driver_part(reference: Path, out: Path) -> None:
@@ -405,27 +377,6 @@ def test_a_worker_killed_mid_chain_is_retried_to_the_uninterrupted_result(recurs
         )
     assert len(killed) == 1  # the kill happened: the run finished through the retry
     assert_same_chains(reference, out, expected, result)
-
-
-def test_a_chain_killed_beyond_its_retries_is_named_and_the_others_are_kept(tmp_path, capfd) -> None:
-    """Every attempt of loo-abs's chain killed: exit 1 naming that chain; rand's finished chain is kept, and
-    a rerun resumes without redoing it."""
-    pytest.importorskip("ray")
-    from fmm_fast.distributed.roar_chains import CHAIN_RETRIES
-
-    out = tmp_path / "out"
-    argv = ["roar", *roar_flags(tmp_path), "--workers", "2", "--out", str(out)]
-    with killing_workers(out / "logs" / "seed-0-loo-abs.log", CHAIN_RETRIES + 1) as killed:
-        code = main(argv)
-    err = capfd.readouterr().err
-    assert code == 1 and len(killed) == CHAIN_RETRIES + 1, err
-    assert "1 of 2 chains failed: seed 0 loo-abs: its Ray worker failed" in err, err
-    kept = out / "seed-0" / "rand" / "step-050" / "record.json"
-    assert kept.is_file() and not (out / "seed-0" / "loo-abs" / "step-050" / "record.json").exists()
-    written = kept.stat().st_mtime_ns
-    assert main(argv) == 0, capfd.readouterr().err
-    assert kept.stat().st_mtime_ns == written  # rand's chain was not rerun
-    assert set(read_record(out / "result.json")["seeds"]["0"]["curves"]) == {"rand", "loo-abs"}
 
 
 @pytest.mark.parametrize(

@@ -74,7 +74,8 @@ def check(
     p-value (valid split calibration on the --calibration set; Holm-corrected across the ratios). Verdict:
     "does not handle masks" when fully masked inputs get answers more confidently wrong than the label prior
     (with the `fmm-fast train --strategy masked` command that fixes it), "handles masks" when they get about
-    the prior, "cannot tell on this data" when the test cannot decide. It depends on the weights only, not on
+    the prior from a model whose unmasked answers clearly beat it, "cannot tell on this data" when the test
+    cannot decide. It depends on the weights only, not on
     what the model's folder says about its training. Each ratio is saved as it finishes: rerun the same
     command to resume.
     """

@@ -8,8 +8,9 @@
    It trains on the first 1,000 sentences of the training split fmm-fast uses, so the validation and test
    sentences the checks read are unseen.
 2. `fmm-fast check` on that folder: plain fine-tuning never showed the model a masked input, so expect
-   "does not handle masks": erasure scores would measure the model's reaction to masks, not the
-   explanation.
+   "does not handle masks" (erasure scores would measure the model's reaction to masks, not the
+   explanation) or, where its answers to fully masked inputs lie too near the label prior to decide,
+   "cannot tell on this data" (what this example's MiniLM gets: docs/results/your-model.md).
 3. `fmm-fast train --model DIR/my-model --strategy masked`: the command the check names as the fix; it
    continues the classifier with its own head and labels, with masked fine-tuning.
 4. `fmm-fast check` again: expect "handles masks".

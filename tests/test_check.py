@@ -341,3 +341,15 @@ def test_report_has_a_line_per_check(tiny_babi, tmp_path, capsys):
     assert main(["report", str(tmp_path / "runs"), "--out", str(tmp_path / "report2")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "check.json is damaged" in err[0] and "fmm-fast check" in err[0]
+
+
+def test_a_straddling_interval_is_narrowed_by_the_option_that_left_examples_out():
+    """--limit is advised only where it cut the test split: with every example used it changes nothing."""
+    from fmm_fast.data.options import DataOptions
+    from fmm_fast.protocols.check import narrowing_advice
+
+    assert "--limit above 12" in narrowing_advice(DataOptions("babi-1", limit=12), 12)
+    assert "--test-size above 30" in narrowing_advice(DataOptions("babi-1", test_size=30), 30)
+    for data, used in [(DataOptions("babi-1"), 40), (DataOptions("babi-1", limit=100), 40)]:
+        advice = narrowing_advice(data, used)
+        assert "--limit" not in advice and f"all {used} test examples were used" in advice

@@ -207,6 +207,15 @@ def masked_training_command(model: str, loaded: LoadedModel, data: DataOptions) 
     return shlex.join(["fmm-fast", "train", *flags])
 
 
+def narrowing_advice(data: DataOptions, used: int) -> str:
+    """How to narrow the excess NLL's interval: more of the test split where --limit or --test-size left
+    some out, else a larger test set (advising --limit when every example was used would change nothing)."""
+    for flag, cap in (("--limit", data.limit), ("--test-size", data.test_size)):
+        if cap is not None and used >= cap:
+            return f"give more test examples ({flag} above {cap})"
+    return f"all {used} test examples were used; only a larger test set narrows it"
+
+
 def record_points(state_points: list[dict]) -> list[dict]:
     """The record's points: per ratio the metrics, the excess NLL and MaSF's Simes summary, raw ("simes")
     and Holm-corrected across the ratios ("simes_holm", which decides "in_distribution")."""
@@ -246,7 +255,7 @@ def check_record(
         "correction": CORRECTION,
         "points": points,
         "calibration": state["calibration"],
-        "verdict": judge(points, metric, majority, fix),
+        "verdict": judge(points, metric, majority, fix, narrower=narrowing_advice(settings.data, len(test))),
         "engine": state.get("engine", {}),
         "durations": {"total_seconds": seconds},
         "versions": versions(),

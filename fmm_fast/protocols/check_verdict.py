@@ -46,13 +46,18 @@ VERDICT_RULE = verdict_rule(EXCESS_NLL_LIMIT)
 
 
 def judge(
-    points: list[dict], metric: str, majority: float, fix: str, limit: float = EXCESS_NLL_LIMIT
+    points: list[dict],
+    metric: str,
+    majority: float,
+    fix: str,
+    limit: float = EXCESS_NLL_LIMIT,
+    narrower: str = "give more test examples (--limit)",
 ) -> dict:
     """The verdict of a check's per-ratio points (each {"ratio", "metrics", "excess_nll", "excess_nll_se",
     "simes_holm"}, rising ratios, 0 and 1 among them) under verdict_rule(limit), in words; majority: the
     class-majority baseline of `metric`; fix: the command that masked-fine-tunes the model; limit: nats of
     excess NLL (another value than the measured EXCESS_NLL_LIMIT only to study the rule,
-    bench/check_separation.py)."""
+    bench/check_separation.py); narrower: how to narrow an interval that straddles the limit."""
     out_ratios = [p["ratio"] for p in points if p["simes_holm"] <= IN_DISTRIBUTION_LEVEL]
     first_out = out_ratios[0] if out_ratios else None
     full = points[-1]
@@ -101,5 +106,5 @@ def judge(
             "explanation"
         )
         return {**found, "verdict": HANDLES, "text": text}
-    reason = f"{loss} straddles {limit}; give more test examples (--limit)"
+    reason = f"{loss} straddles {limit}; {narrower}"
     return {**found, "verdict": CANNOT_TELL, "text": f"{CANNOT_TELL}: {reason}"}

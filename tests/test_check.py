@@ -353,3 +353,12 @@ def test_a_straddling_interval_is_narrowed_by_the_option_that_left_examples_out(
     for data, used in [(DataOptions("babi-1"), 40), (DataOptions("babi-1", limit=100), 40)]:
         advice = narrowing_advice(data, used)
         assert "--limit" not in advice and f"all {used} test examples were used" in advice
+
+
+def test_a_calibration_too_small_for_any_ratio_to_be_out_is_named():
+    """Holm multiplies the smallest p by the ratios: 200 calibration examples (floor 1/101) and 11 ratios can
+    never reach 0.05, which the table's header says; 500 (floor 0.004) can."""
+    from fmm_fast.protocols.check import _unreachable
+
+    assert "raise --calibration-size" in _unreachable(1 / 101, 11)
+    assert _unreachable(0.004, 11) == "" and _unreachable(1 / 101, 1) == ""

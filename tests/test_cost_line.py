@@ -1,6 +1,7 @@
 """The cost line of `explain_texts` (raw texts in Python): it is printed before the run, and its passes
 bound the passes the run's engines make; its unit= and max_length= are the commands' --unit and
---max-length. (The commands' lines: test_erasure_units.py, test_cli.py; ROAR's: test_roar.py.)"""
+--max-length, and an example cut short keeps its tokens' character offsets. (The commands' lines:
+test_erasure_units.py, test_cli.py; ROAR's: test_roar.py.)"""
 
 from __future__ import annotations
 
@@ -57,6 +58,7 @@ def test_explain_texts_cuts_to_max_length_and_names_its_arguments(tiny_babi, cap
     loaded = load_model(tiny_babi[0], BackendOptions())
     cut = batches.explain_texts(loaded, TEXTS, PAIRS, max_length=12)
     assert all(len(e.tokens) == 12 for e in cut)
+    assert all(len(e.offsets) == 12 for e in cut)  # located in the text as cut, not lost
     with pytest.raises(UserError, match=r"^unknown unit= 'words'"):
         batches.explain_texts(loaded, TEXTS, PAIRS, unit="words")
     with pytest.raises(UserError, match=r"^max_length= must be an integer"):

@@ -220,7 +220,8 @@ def to_explanations(
     array per example; the tokens' character offsets come from encoding the split's texts again."""
     names = loaded.info.label_names
     texts = encoded.texts or [("", None)] * len(encoded)
-    encodings = token_offsets(loaded.tokenizer, texts, encoded.input_ids)
+    # encoded again as the split was cut (--max-length): an uncut encoding matches no cut example's ids
+    encodings = token_offsets(cut_to(loaded.tokenizer, encoded.max_length), texts, encoded.input_ids)
     explanations = []
     for index, (ids, row_scores, flags, label, row_probabilities, (text, pair), located) in enumerate(
         zip(encoded.input_ids, scores, encoded.explained, encoded.labels, probabilities, texts, encodings,

@@ -181,7 +181,12 @@ def progress(kind: str, out: Path, started: float) -> dict:
     passes and erasure steps finished (from its state files: evaluate saves every step)."""
     from fmm_fast.protocols.erasure import measure_state_path
 
-    done: dict = {"seconds": time.perf_counter() - started, "peak_mb": resident_mb()}
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    done: dict = {
+        "seconds": time.perf_counter() - started,
+        "cpu_seconds": usage.ru_utime + usage.ru_stime,  # every thread's: what a busy machine disturbs less
+        "peak_mb": resident_mb(),
+    }
     if kind == "evaluate":
         states = sorted(measure_state_path(out / "seed-0", "shared").parent.glob("*.json"))
         readable = {path.stem: json.loads(path.read_text()) for path in states if path.stem != "shared"}
@@ -316,7 +321,8 @@ def print_run(run: dict) -> None:
     stopped = "" if run["finished"] else f" STOPPED at the time limit, steps done {run.get('steps_done')}"
     print(
         f"{run['kind']:<8} {run['model']:<16} {run['unit']:<8} {run['documents']:>3} documents: "
-        f"{run['seconds']:7.1f} s, peak {run['peak_mb']:6.0f} MB; passes {passes or '-'} "
+        f"{run['seconds']:7.1f} s ({run['cpu_seconds']:.0f} CPU s), peak {run['peak_mb']:6.0f} MB; "
+        f"passes {passes or '-'} "
         f"(planned {run['planned_passes'] if run['planned_passes'] is not None else '-'}){stopped}",
         flush=True,
     )

@@ -139,6 +139,8 @@ QUICK_RUNS = (
     QuickRun("bench_neighbour.py", model_bench("bench_neighbour"), needs_two_cores),
     QuickRun("bench_scale.py", model_bench("bench_scale"), needs_module("ray", "ray")),
     QuickRun("gpu_check.py", model_bench("gpu_check"), needs_cuda),
+    QuickRun("bench_long_document.py", model_bench("bench_long_document")),
+    QuickRun("profile_int_grad.py", model_bench("profile_int_grad")),
     QuickRun("bench_masf_ties.py", json_only("bench_masf_ties")),
     QuickRun("bench_masf_calibration.py", json_only("bench_masf_calibration")),
     # one data set, one seed: a plain and a masked tiny model of 400 examples, one epoch each

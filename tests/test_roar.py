@@ -5,6 +5,7 @@ killed `fmm-fast roar` and a chain killed beyond its retries: test_roar_kills.py
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import threading
@@ -284,6 +285,28 @@ def test_a_rerun_without_erasure_records_the_erasure_the_folder_holds(recursive_
     assert result["arguments"]["erasure"] is True and result["complete"] is True
     assert result["seeds"]["0"]["erasure"] == "seed-0/erasure/result.json"
     assert read_record(out / "result.json")["arguments"]["erasure"] is True
+
+
+def test_the_cost_line_is_printed_and_bounds_the_passes_made(recursive_run, tmp_path, capsys) -> None:
+    """The line comes after the first step 0; its passes bound the chains' (a gradient row counted once
+    forward and once backward, as the result counts it) and the erasure's, its trainings the result's."""
+    settings, reference, result = recursive_run
+    out = tmp_path / "out"
+    shutil.copytree(reference, out)
+    capsys.readouterr()
+    run = RoarRun(replace(settings, erasure=True), out, progress=False)
+    erased = run.run()
+    line = capsys.readouterr().out.splitlines()[0]
+    assert line == run.planned
+    pattern = r"roar: at most ([\d,]+) forward passes and ([\d,]+) backward \(.*; (\d+) trainings "
+    found = re.match(pattern, line)
+    assert found is not None, line
+    forward, backward, trainings = (int(group.replace(",", "")) for group in found.groups())
+    assert "grad-l2 0 + " in line and "loo-abs " in line and "erasure " in line and "cheaper: " in line
+    assert trainings == result["cost"]["trainings"]
+    erasure = read_record(out / erased["seeds"]["0"]["erasure"])
+    made = result["cost"]["forward_passes"] + sum(m["forward_passes"] for m in erasure["measures"].values())
+    assert result["cost"]["backward_passes"] <= backward and made <= forward + backward
 
 
 def copy_driver_part(reference: Path, out: Path) -> None:

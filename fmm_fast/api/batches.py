@@ -21,8 +21,8 @@ from fmm_fast.core.records import dumps_record, restore_non_finite
 from fmm_fast.core.settings import DEFAULT_EXPLAIN_BATCH_ROWS
 from fmm_fast.core.writing import replacing
 from fmm_fast.data.blank import BLANK_REASON, is_blank
-from fmm_fast.data.tokenization import encode_texts
-from fmm_fast.data.units import DEFAULT_UNIT
+from fmm_fast.data.tokenization import cut_to, encode_texts
+from fmm_fast.data.units import DEFAULT_UNIT, check_unit
 from fmm_fast.measures.base import ExplainBatch, Measure
 from fmm_fast.measures.guard import checked_scores
 from fmm_fast.measures.spec import MeasureSpec, resolve_measure
@@ -126,15 +126,20 @@ def explain_texts(
     measure: str = "loo-abs",
     seed: int = 0,
     precision: str = DEFAULT_PRECISION,
+    unit: str = DEFAULT_UNIT,
+    max_length: int | None = None,
     **options,
 ) -> list[Explanation]:
     """Explain raw texts (with optional second segments). Without labels, the predicted label is explained.
 
     A text that truncates to no explained token gets an all-zero explanation. precision: fp32|bf16|auto
-    for a model given by path.
+    for a model given by path. unit: token | word | sentence, what is scored and masked together;
+    max_length: cut every text to N tokens (default: the model's maximum). Prints the run's cost line
+    first (forward passes, their time from a short probe, and what makes it cheaper).
     """
     if not texts:
         raise UserError("no text to explain; give at least one")
+    check_unit(unit, "unit=")
     for kind, given in (("text", texts), ("pair", pairs or [])):
         for number, text in enumerate(given):
             if not isinstance(text, str):
@@ -145,8 +150,12 @@ def explain_texts(
     loaded = model if isinstance(model, LoadedModel) else load_model(model, backend)
     names = loaded.info.label_names
     label_ids = [0] * len(texts) if labels is None else [_label_index(label, names) for label in labels]
-    encoded = encode_texts(loaded.tokenizer, texts, pairs, np.asarray(label_ids, dtype=np.int64))
+    tokenizer = cut_to(loaded.tokenizer, max_length, "max_length=")
+    encoded = encode_texts(tokenizer, texts, pairs, np.asarray(label_ids, dtype=np.int64), unit=unit)
     spec = resolve_measure(measure, options)
+    from fmm_fast.protocols.cost import announce_cost  # loads Numba: on use
+
+    announce_cost("explain_texts", [spec.build(seed)], encoded, (), loaded.backend, DEFAULT_TOKEN_BUDGET)
     return explain_encoded(loaded, encoded, spec, seed, explain_predicted=labels is None)
 
 
@@ -211,7 +220,8 @@ def to_explanations(
     array per example; the tokens' character offsets come from encoding the split's texts again."""
     names = loaded.info.label_names
     texts = encoded.texts or [("", None)] * len(encoded)
-    encodings = token_offsets(loaded.tokenizer, texts, encoded.input_ids)
+    # encoded again as the split was cut (--max-length): an uncut encoding matches no cut example's ids
+    encodings = token_offsets(cut_to(loaded.tokenizer, encoded.max_length), texts, encoded.input_ids)
     explanations = []
     for index, (ids, row_scores, flags, label, row_probabilities, (text, pair), located) in enumerate(
         zip(encoded.input_ids, scores, encoded.explained, encoded.labels, probabilities, texts, encodings,

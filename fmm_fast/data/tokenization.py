@@ -92,13 +92,13 @@ def overlaps_any(offsets: np.ndarray, spans: list[tuple[int, int]]) -> np.ndarra
     return np.any((starts < bounds[None, :, 1]) & (ends > bounds[None, :, 0]), axis=1)
 
 
-def cut_to(tokenizer: Tokenizer, max_length: int | None) -> Tokenizer:
+def cut_to(tokenizer: Tokenizer, max_length: int | None, option: str = "--max-length") -> Tokenizer:
     """`tokenizer`, or for a --max-length below its own maximum a copy that cuts to max_length tokens
-    (longest segment first, as the model's own cut)."""
+    (longest segment first, as the model's own cut); a bad value is a UserError naming `option`."""
     if max_length is None:
         return tokenizer
     if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 4:
-        raise UserError(f"--max-length must be an integer of at least 4 tokens, got {max_length!r}")
+        raise UserError(f"{option} must be an integer of at least 4 tokens, got {max_length!r}")
     limit = (tokenizer.truncation or {}).get("max_length")
     if limit is not None and limit <= max_length:
         return tokenizer

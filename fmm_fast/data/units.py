@@ -21,10 +21,10 @@ UNITS = ("token", "word", "sentence")
 DEFAULT_UNIT = "token"
 
 
-def check_unit(unit: str) -> str:
-    """`unit` when it is one of UNITS; UserError naming --unit otherwise."""
+def check_unit(unit: str, option: str = "--unit") -> str:
+    """`unit` when it is one of UNITS; UserError naming `option` otherwise."""
     if unit not in UNITS:
-        raise UserError(f"unknown --unit '{unit}'; choose one of {', '.join(UNITS)}")
+        raise UserError(f"unknown {option} '{unit}'; choose one of {', '.join(UNITS)}")
     return unit
 
 

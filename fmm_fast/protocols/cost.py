@@ -11,7 +11,8 @@ length; a backward pass is taken as three forward passes (forward, and a backwar
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -19,6 +20,7 @@ from fmm_fast.backends.base import Backend
 from fmm_fast.core.datatypes import EncodedSplit, pad_batch
 from fmm_fast.data.masking import masked_count
 from fmm_fast.measures.base import Measure, PassCount
+from fmm_fast.protocols.curve_stats import RATIOS
 
 BACKWARD_IN_FORWARDS = 3  # a gradient pass ≈ a forward pass and a backward pass of twice its cost
 LONG_EXAMPLE = 256  # tokens above which --max-length is named as a way to a cheaper run
@@ -56,20 +58,26 @@ def explain_passes(measure: Measure, visible: np.ndarray) -> PassCount | None:
 
 
 def erasure_passes(
-    measures: Sequence[Measure], split: EncodedSplit, ratios: Sequence[float], mask_id: int
+    measures: Sequence[Measure],
+    split: EncodedSplit,
+    ratios: Sequence[float],
+    mask_id: int,
+    scoring: bool = True,
+    recursive: bool = True,
 ) -> dict[str, PassCount | None]:
     """Per measure, the passes of its recursive erasure of `split` over `ratios` (docs/method.md §4): its
-    explanations at every step (once, at r = 0, for a measure that is not recursive) and the scoring pass of
-    every step between 0 and 1. None for a measure whose passes cannot be counted ahead."""
+    explanations at every step (once, at r = 0, for a measure that is not recursive or when `recursive` is
+    False) and, with `scoring`, the scoring pass of every step between 0 and 1. None for a measure whose
+    passes cannot be counted ahead."""
     plan: dict[str, PassCount | None] = {}
-    scoring = PassCount(forward=len(split))
+    scoring_passes = PassCount(forward=len(split) if scoring else 0)
     for measure in measures:
         total: PassCount | None = PassCount()
         for step in range(1, len(ratios) - 1):
             passes: PassCount | None = PassCount()
-            if measure.recursive or step == 1:
+            if (recursive and measure.recursive) or step == 1:
                 passes = explain_passes(measure, visible_units(split, ratios[step - 1], mask_id))
-            total = None if passes is None or total is None else total + passes + scoring
+            total = None if passes is None or total is None else total + passes + scoring_passes
         plan[measure.name] = total
     return plan
 
@@ -117,34 +125,57 @@ def cost_line(
     """The one line a command prints before its long part: passes per measure (`plan`, of `measures`) and in
     all, the estimated time from `probe` (seconds_per_row), and the options that make the run cheaper.
     extra: passes outside the measures (shared scoring passes)."""
-    counted = [(name, passes) for name, passes in plan.items() if passes is not None]
-    total = extra
-    for _, passes in counted:
-        total = total + passes
-    per_measure = ", ".join(
-        f"{name} {passes.forward:,}{'' if passes.exact else ' at most'}"
-        + (f" + {passes.backward:,} backward" if passes.backward else "")
-        for name, passes in counted
-    )
-    uncounted = [name for name, passes in plan.items() if passes is None]
-    seconds_per, probe_length = probe
-    mean_length = float(np.mean([len(ids) for ids in split.input_ids])) if len(split) else probe_length
-    rows = total.forward + BACKWARD_IN_FORWARDS * total.backward
-    seconds = rows * seconds_per * mean_length / max(probe_length, 1.0)
-    bound = "" if total.exact else "at most "
-    backward = f" and {total.backward:,} backward" if total.backward else ""
-    details = f" ({per_measure})" if per_measure else ""
+    total = plan_total(plan) + extra
     line = (
-        f"{command}: {bound}{total.forward:,} forward passes{backward}{details}, about "
-        f"{duration_text(seconds)} here"
+        f"{command}: {passes_text(total)}{bracketed(measures_text(plan))}, about "
+        f"{duration_text(probed_seconds(total, split, probe))} here{uncounted_text(plan)}"
     )
-    if uncounted:
-        line += f" plus {', '.join(uncounted)} (not counted ahead)"
     return f"{line}; {cheaper(split, measures)}"
 
 
-def cheaper(split: EncodedSplit, measures: Sequence[Measure]) -> str:
-    """The options that cut the passes of a run of `measures` on `split`."""
+def plan_total(plan: dict[str, PassCount | None]) -> PassCount:
+    """The passes of every counted measure of `plan` together."""
+    total = PassCount()
+    for passes in plan.values():
+        total = total if passes is None else total + passes
+    return total
+
+
+def passes_text(total: PassCount) -> str:
+    """'at most 1,234 forward passes and 56 backward' ('at most' unless exact)."""
+    backward = f" and {total.backward:,} backward" if total.backward else ""
+    return f"{'' if total.exact else 'at most '}{total.forward:,} forward passes{backward}"
+
+
+def measures_text(plan: dict[str, PassCount | None]) -> str:
+    """'loo-abs 1,234, grad-l2 0 + 40 backward': the counted measures of `plan`."""
+    return ", ".join(
+        f"{name} {passes.forward:,}{'' if passes.exact else ' at most'}"
+        + (f" + {passes.backward:,} backward" if passes.backward else "")
+        for name, passes in plan.items()
+        if passes is not None
+    )
+
+
+def bracketed(details: str) -> str:
+    return f" ({details})" if details else ""
+
+
+def uncounted_text(plan: dict[str, PassCount | None]) -> str:
+    uncounted = [name for name, passes in plan.items() if passes is None]
+    return f" plus {', '.join(uncounted)} (not counted ahead)" if uncounted else ""
+
+
+def probed_seconds(total: PassCount, split: EncodedSplit, probe: tuple[float, float]) -> float:
+    """The seconds of `total` passes on rows as long as `split`'s, from `probe` (seconds_per_row)."""
+    seconds_per, probe_length = probe
+    mean_length = float(np.mean([len(ids) for ids in split.input_ids])) if len(split) else probe_length
+    rows = total.forward + BACKWARD_IN_FORWARDS * total.backward
+    return rows * seconds_per * mean_length / max(probe_length, 1.0)
+
+
+def cheaper(split: EncodedSplit, measures: Sequence[Measure], more: Sequence[str] = ()) -> str:
+    """The options that cut the passes of a run of `measures` on `split`; `more`: the command's own."""
     options = []
     if split.unit != "sentence":
         options.append("--unit sentence" if split.unit == "word" else "--unit word or sentence")
@@ -153,7 +184,7 @@ def cheaper(split: EncodedSplit, measures: Sequence[Measure]) -> str:
         options.append(f"--max-length {LONG_EXAMPLE}")
     if any("sample" in option for measure in measures for option in vars(measure)):
         options.append("fewer samples (--measure-option)")
-    options.append("--limit N")
+    options += [*more, "--limit N"]
     return f"cheaper: {', '.join(options)}"
 
 
@@ -174,13 +205,14 @@ def run_plan(
 ) -> tuple[dict[str, PassCount | None], PassCount]:
     """(passes per measure, passes outside the measures) of one run (one seed) of `command`: evaluate
     (recursive erasure and its shared passes at r = 0 and 1), aopc (the peer metrics) or explain (one
-    explanation per example)."""
+    explanation per example, and the prediction of each: often the LOO measures' own row, then cached, so
+    an upper bound)."""
     if command == "evaluate":
         return erasure_passes(measures, split, ratios, mask_id), PassCount(forward=2 * len(split))
     if command == "aopc":
         return {m.name: peer_passes(m, split, ratios, mask_id) for m in measures}, PassCount()
     visible = visible_units(split, 0.0, mask_id)
-    return {m.name: explain_passes(m, visible) for m in measures}, PassCount()
+    return {m.name: explain_passes(m, visible) for m in measures}, PassCount(forward=len(split), exact=False)
 
 
 def announce_cost(
@@ -205,3 +237,55 @@ def announce_cost(
 
 def _times(passes: PassCount, runs: int) -> PassCount:
     return PassCount(passes.forward * runs, passes.backward * runs, passes.exact)
+
+
+def roar_cost(
+    measures: Sequence[Measure],
+    encoded: Mapping[str, EncodedSplit],
+    roar_ratios: Sequence[float],
+    recursive: bool,
+    erasure: bool,
+    seeds: int,
+    training: tuple[PassCount, float, int],
+    backend: Backend,
+    token_budget: int,
+) -> str:
+    """Print (stdout) and return the cost line of a Recursive ROAR run of `seeds` seeds: per measure its
+    chain's explanations of every split of `encoded` at the steps 1..K−1 of `roar_ratios` (once, at step 1,
+    unless `recursive` and the measure is), the no-retraining erasure of the test split (`erasure`, as
+    evaluate counts it) and `training`: (passes of one training, its seconds, trainings in all). Identical
+    datasets reuse their model: an upper bound. The time is the probe's, on the train split, plus the
+    trainings at the seconds of the one given."""
+    mask_id = backend.info.mask_id
+    plan: dict[str, PassCount | None] = {}
+    for split in encoded.values():
+        part = erasure_passes(measures, split, roar_ratios, mask_id, scoring=False, recursive=recursive)
+        for name, passes in part.items():
+            before = plan.get(name, PassCount())
+            plan[name] = None if passes is None or before is None else before + passes
+    erased = PassCount()
+    if erasure:
+        erasure_plan, shared = run_plan("evaluate", measures, encoded["test"], RATIOS, mask_id)
+        erased = plan_total(erasure_plan) + shared
+    per_training, training_seconds, trainings = training
+    trained = _times(replace(per_training, exact=False), trainings)
+    plan = {name: None if passes is None else _times(passes, seeds) for name, passes in plan.items()}
+    erased = _times(erased, seeds)
+    total = plan_total(plan) + erased + trained
+    probe = seconds_per_row(backend, encoded["train"], token_budget)
+    seconds = probed_seconds(plan_total(plan) + erased, encoded["train"], probe)
+    seconds += trainings * training_seconds
+    parts = [measures_text(plan)]
+    if erasure:
+        parts.append(measures_text({"erasure": erased}))
+    parts.append(
+        f"{trainings} trainings of {per_training.forward:,} + {per_training.backward:,} backward, "
+        f"{duration_text(training_seconds)} each as step 0's"
+    )
+    line = (
+        f"roar{f' ({seeds} seeds)' if seeds > 1 else ''}: {passes_text(total)} ({'; '.join(parts)}), about "
+        f"{duration_text(seconds)} here{uncounted_text(plan)}; "
+        f"{cheaper(encoded['train'], measures, ('fewer --steps', '--size N', '--epochs N'))}"
+    )
+    print(line)
+    return line

@@ -30,6 +30,7 @@ from fmm_fast.core.settings import EvaluationSettings, RoarSettings
 from fmm_fast.core.writing import replacing
 from fmm_fast.data.base import SPLIT_NAMES, TextDataset
 from fmm_fast.data.tokenization import encode_split
+from fmm_fast.measures.base import PassCount
 from fmm_fast.measures.spec import MeasureSpec
 from fmm_fast.protocols.erasure import evaluate_model
 from fmm_fast.protocols.roar.chain import Chain, SeedData
@@ -49,6 +50,7 @@ from fmm_fast.protocols.roar.steps import (
     step_name,
     step_record,
     trained_block,
+    training_passes,
     write_step,
 )
 
@@ -234,6 +236,36 @@ def run_erasure(settings: RoarSettings, out: Path, seed: int, data: SeedData, pr
     )
 
 
+def announce(settings: RoarSettings, out: Path, data: SeedData) -> str:
+    """Print and return the run's cost line (protocols.cost.roar_cost) from the first seed's step 0: its
+    model probed, its training's passes and seconds standing for every training's (each runs the same
+    epochs on data of the same sizes)."""
+    from fmm_fast.protocols.cost import roar_cost  # NumPy and Numba work: on use
+
+    directory = seed_dir(out, settings.seeds[0]) / step_name(0.0)
+    run = read_record(directory / RUN_FILE)
+    done = training_passes(run)
+    durations = run["durations"]
+    training = (
+        PassCount(forward=done.forward - done.backward, backward=done.backward),
+        durations["training"] + durations["validation"] + durations["test"],
+        len(settings.seeds) * (2 + len(settings.specs) * (settings.steps - 1)),
+    )
+    loaded = load_model(data.step0, settings.explaining_backend)
+    measures = [spec.build(settings.seeds[0], 1) for spec in settings.specs]
+    return roar_cost(
+        measures,
+        data.encoded,
+        settings.ratios(),
+        settings.recursive,
+        settings.erasure,
+        len(settings.seeds),
+        training,
+        loaded.backend,
+        settings.engine.token_budget,
+    )
+
+
 def claim_seed(settings: RoarSettings, out: Path, seed: int) -> None:
     """Claim OUT/seed-S (listed by the run's marker) for its shared steps, its erasure and its chains."""
     shared = [step_name(0.0), step_name(1.0), ERASURE_DIR]
@@ -248,6 +280,7 @@ class RoarRun:
         self.out = out
         self.progress = progress
         self.bar = None
+        self.planned = ""  # the cost line, once the first step 0 is there
 
     def run(self, overwrite: bool = False, chain_runner: ChainRunner | None = None) -> dict:
         settings, out = self.settings, self.out
@@ -263,6 +296,8 @@ class RoarRun:
             claim_seed(settings, out, seed)
             self.phase(seed, "-", step_name(0.0), "train")
             data[seed] = train_step_zero(settings, out, seed, dataset, self.progress, step0_sources.get(seed))
+            if seed == settings.seeds[0]:  # the first trained model: the probe, and a training's time
+                self.planned = announce(settings, out, data[seed])
             self.bar.update(1)
             self.phase(seed, "-", step_name(1.0), "train")
             train_fully_masked(settings, out, seed, data[seed], self.progress)

@@ -219,3 +219,13 @@ def test_every_run_record_says_how_its_splits_were_made(tiny_babi):
         "made": "generated: each split drawn by the bAbI generator from its own stream",
         "seed": 0,
     }
+
+
+def test_a_dataset_name_that_is_no_valid_dataset_is_shown_as_it_is():
+    """report reads datasets from records, which a hand or a damaged file may have written: a name that
+    --dataset would refuse (two files, a file twice) is shown as its text, not raised."""
+    from fmm_fast.data.local import display_name
+
+    for name in ("a.csv,b.csv", "x.csv,x.csv,x.csv", "<b>,</b>"):
+        assert display_name(name) == name
+    assert display_name("/d/sms-train.csv,/d/sms-validation.csv,/d/sms-test.csv") == "sms"

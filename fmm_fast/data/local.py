@@ -84,8 +84,11 @@ def display_name(dataset: str) -> str:
     stem ("/data/x/sms.csv" -> "sms"), a registry name as it is; your own splits: what their files' stems
     begin with ("sms-train", "sms-test", ... -> "sms"), else their folder's name, else the train file's
     stem. Paths and digests go in the records (local_file_record), never a user's directory layout in what
-    is shown."""
-    files = split_file_names(dataset)
+    is shown. Never raises: a record's dataset that is no valid --dataset is shown as it is."""
+    try:
+        files = split_file_names(dataset)
+    except UserError:  # a record written by hand or damaged: its text, which the pages escape
+        return dataset
     if files is not None:
         paths = [Path(name) for name in files]
         stems = [path.stem for path in paths]

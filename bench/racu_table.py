@@ -6,8 +6,10 @@ measure compared to LOO and beam by its confidence interval.
 `fmm-fast report`'s table.md shows one score per measure (RACU for unsigned measures, ACU for signed ones);
 its report.json holds both for every measure. This prints both, over seeds (mean and 95% BCa CI ×100, as
 report computes them), with the seconds and forward passes per run, and writes DIR/racu.md and DIR/racu.csv.
-The comparison column reads the CIs only: "higher" or "lower" where the two 95% CIs do not overlap, else
-"CIs overlap: no claim". It adds nothing to report's numbers.
+The comparison tables (by ACU and by RACU) put each perturbation measure against the references of its kind
+(a signed one against loo-sign and beam-sign-10, an unsigned one against loo-abs) and read the CIs only:
+"higher" or "lower" where the two 95% CIs do not overlap, else "CIs overlap: no claim". It adds nothing to
+report's numbers.
 """
 
 from __future__ import annotations
@@ -90,18 +92,23 @@ def group_tables(group: dict) -> tuple[str, list[dict]]:
             }
         )
     references = [r for r in REFERENCES if r in measures]
-    lines += [
-        "",
-        f"RACU of each perturbation measure against {', '.join(references)} (95% CIs):",
-        "",
-        "| Measure | " + " | ".join(f"vs {r}" for r in references) + " |",
-        "|---|" + "---|" * len(references),
-    ]
-    for name in (n for n in measures if is_perturbation(n)):
-        verdicts = [
-            compared(_estimate(measures[name], "racu"), _estimate(measures[r], "racu")) for r in references
+    for score in ("acu", "racu"):
+        lines += [
+            "",
+            f"{score.upper()} of each perturbation measure against {', '.join(references)} (95% CIs):",
+            "",
+            "| Measure | " + " | ".join(f"vs {r}" for r in references) + " |",
+            "|---|" + "---|" * len(references),
         ]
-        lines.append(f"| {name} | " + " | ".join(verdicts) + " |")
+        for name in (n for n in measures if is_perturbation(n)):
+            mine = _estimate(measures[name], score)
+            verdicts = [
+                compared(mine, _estimate(measures[r], score))
+                if measures[r]["signed"] == measures[name]["signed"]
+                else "(other kind)"
+                for r in references
+            ]
+            lines.append(f"| {name} | " + " | ".join(verdicts) + " |")
     return "\n".join(lines) + "\n", rows
 
 

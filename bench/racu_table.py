@@ -25,6 +25,10 @@ from fmm_fast.core.writing import write_text
 from fmm_fast.measures.registry import perturbation_names
 from fmm_fast.protocols.curve_stats import format_ci
 
+CSV_FIELDS = [
+    "dataset", "examples", "measure", "signed", "seeds", "racu_mean", "racu_ci_low", "racu_ci_high",
+    "acu_mean", "acu_ci_low", "acu_ci_high", "seconds_per_run", "forward_passes_per_run",
+]  # fmt: skip
 REFERENCES = ("loo-sign", "loo-abs", "beam-sign-10")  # what the perturbation measures are compared with
 
 
@@ -130,8 +134,11 @@ def main() -> None:
         "RACU and ACU ×100: mean over seeds and 95% BCa bootstrap CI (`fmm-fast report`'s report.json).\n\n"
     )
     text += "\n".join(sections)
+    if not sections:  # e.g. the quick run's tiny bAbI model, whose one seed report drops as not converged
+        dropped = len(report.get("dropped_seeds", []))
+        text += f"No erasure results to tabulate ({dropped} seeds dropped by the report as not converged).\n"
     table = io.StringIO()
-    writer = csv.DictWriter(table, fieldnames=list(rows[0]))
+    writer = csv.DictWriter(table, fieldnames=CSV_FIELDS)
     writer.writeheader()
     writer.writerows(rows)
     write_text(args.out / "racu.md", text)

@@ -127,7 +127,8 @@ def needs_pypi(device: str) -> str | None:
     return "resolves the install against PyPI over the network: run it by hand"
 
 
-# A tiny reproduction study (one dataset, one seed, its ROAR of 2 steps), then roar_summary on its ROAR run.
+# A tiny reproduction study (one dataset, one seed, its ROAR of 2 steps), then roar_summary on its ROAR run
+# and racu_table on its report.
 REPRODUCTION = ["--scale", "tiny", "--datasets", "babi-1", "--seeds", "0"]
 REPRODUCTION_ROAR = Path("reproduce") / "roar" / "babi-1" / "seed-0"
 
@@ -153,6 +154,10 @@ QUICK_RUNS = (
     QuickRun(
         "roar_summary.py",
         lambda out, cache: ["--roar", str(out / REPRODUCTION_ROAR), "--out", str(out / "roar-summary")],
+    ),
+    QuickRun(
+        "racu_table.py",
+        lambda out, cache: ["--report", str(out / "reproduce" / "report"), "--out", str(out / "racu-table")],
     ),
     QuickRun("check_python_versions.sh", lambda out, cache: [], needs_pypi, runner=("bash",)),
 )

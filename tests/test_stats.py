@@ -93,6 +93,16 @@ def test_flat_baseline_gives_nan_racu():
     assert math.isnan(racu)
 
 
+def test_a_baseline_whose_rise_and_fall_cancel_is_flat_despite_rounding():
+    """rand up 0.125 then down 0.125 encloses no area, but the ratios' unequal float widths (0.2 − 0.1 and
+    0.3 − 0.2 differ in the last bit) leave a residue of about 1e-18: RACU is undefined, not 1e16."""
+    baseline = np.full(11, 0.625)
+    baseline[1:3] = 0.75, 0.5
+    acu, racu = one(np.full(11, 0.5), baseline)
+    assert acu == pytest.approx(0.125)
+    assert math.isnan(racu)
+
+
 def test_many_curves_at_once_equal_one_at_a_time_and_numpy_trapezoid():
     rng = np.random.default_rng(3)
     measures = rng.uniform(0, 1, size=(40, 11))

@@ -15,6 +15,11 @@ from fmm_fast.measures.spec import BASELINE
 # The masking ratios of method.md §4, rounded so that 0.3 is the float literal 0.3 (not 0.30000000000000004).
 RATIOS: np.ndarray = np.round(np.arange(11) / 10, 1)
 
+# A baseline area at most this far from 0 is flat: a rand curve of equal values can sum to a rounding
+# residue (about 1e-18) instead of 0, and dividing by it gave RACUs of 1e16. A real area is at least the
+# metric's step (1/examples) times a tenth of the ratio range: far above it.
+FLAT_BASELINE_AREA = 1e-12
+
 # docs/method.md §5: a bAbI model whose unmasked accuracy is at most this did not converge.
 BABI_CONVERGENCE_THRESHOLD = 0.5
 
@@ -40,7 +45,7 @@ def _acu_racu_kernel(
             baseline_area += 0.5 * (drop_left + drop_right) * width
         acu[k] = area
         # Explicit test: numba's Python error model would raise ZeroDivisionError instead of giving nan.
-        racu[k] = area / baseline_area if baseline_area != 0.0 else np.nan
+        racu[k] = area / baseline_area if abs(baseline_area) > FLAT_BASELINE_AREA else np.nan
     return acu, racu
 
 
@@ -54,8 +59,9 @@ def acu_racu(
     ratios:          (R,) float64, strictly increasing masking ratios as fractions (normally RATIOS).
 
     Returns ACU (K,) float64 = ∫ (b − m) dr and RACU (K,) float64 = ACU / ∫ (b − b(1)) dr, where b(1) is
-    the baseline at the last ratio. RACU is nan where that denominator is exactly 0 (a flat baseline:
-    random masking did not change the metric, so no relative area exists).
+    the baseline at the last ratio. RACU is nan where that denominator is 0 up to rounding
+    (|area| ≤ FLAT_BASELINE_AREA: a flat baseline, random masking did not change the metric, so no relative
+    area exists).
     """
     measure_curves = np.ascontiguousarray(measure_curves, dtype=np.float64)
     baseline_curves = np.ascontiguousarray(baseline_curves, dtype=np.float64)

@@ -360,5 +360,6 @@ def test_a_calibration_too_small_for_any_ratio_to_be_out_is_named():
     never reach 0.05, which the table's header says; 500 (floor 0.004) can."""
     from fmm_fast.protocols.check import _unreachable
 
-    assert "raise --calibration-size" in _unreachable(1 / 101, 11)
-    assert _unreachable(0.004, 11) == "" and _unreachable(1 / 101, 1) == ""
+    assert "raise --calibration-size" in _unreachable(1 / 101, 11, used=200, asked=200)
+    assert "the validation split holds only 123" in _unreachable(1 / 101, 11, used=123, asked=500)
+    assert _unreachable(0.004, 11, 500, 500) == "" and _unreachable(1 / 101, 1, 200, 200) == ""

@@ -263,24 +263,27 @@ def check_record(
     }
 
 
-def _unreachable(floor: float, ratios: int) -> str:
+def _unreachable(floor: float, ratios: int, used: int, asked: int) -> str:
     """A warning where the calibration is too small for MaSF to find any ratio out: Holm multiplies the
-    smallest p by the number of ratios, so floor × ratios above the level leaves every ratio "in"."""
+    smallest p by the number of ratios, so floor × ratios above the level leaves every ratio "in". used of
+    asked (--calibration-size) examples: fewer where the validation split ran out, which no option fixes."""
     if floor * ratios <= IN_DISTRIBUTION_LEVEL:
         return ""
-    level = IN_DISTRIBUTION_LEVEL
-    return f"; too few calibration examples for any Holm p to reach {level}: raise --calibration-size"
+    fix = "raise --calibration-size" if used >= asked else f"the validation split holds only {used}"
+    return f"; too few calibration examples for any Holm p to reach {IN_DISTRIBUTION_LEVEL}: {fix}"
 
 
 def summary_lines(record: dict) -> list[str]:
     """The check's table (table_rows) and its verdict, as printed."""
     calibration = record["calibration"]
+    used, ratios = calibration["n_level_1"] + calibration["n"], len(record["points"])
+    asked = record["arguments"]["calibration_size"]
+    warning = _unreachable(calibration["p_value_floor"], ratios, used, asked)
     lines = [
         f"{record['dataset']}/{record['split']}, {record['n_examples']} examples; MaSF split calibration on "
-        f"{calibration['n_level_1'] + calibration['n']} {calibration['set']} validation examples (lowest "
-        f"possible p {calibration['p_value_floor']:.2g}; p Holm-corrected across the {len(record['points'])} "
-        f"ratios{_unreachable(calibration['p_value_floor'], len(record['points']))}); excess NLL: the gold "
-        "labels' NLL minus the label prior's, in nats",
+        f"{used} {calibration['set']} validation examples (lowest possible p "
+        f"{calibration['p_value_floor']:.2g}; p Holm-corrected across the {ratios} ratios{warning}); excess "
+        "NLL: the gold labels' NLL minus the label prior's, in nats",
         f"{'masked':>7}{record['metric']:>12}{'majority':>10}{'excess NLL':>12}{'MaSF p':>9}{'Holm p':>9}"
         f"{'in-dist':>9}",
     ]

@@ -109,7 +109,8 @@ def modernbert_folder(cache: Path) -> Path:
     if (folder / "config.json").is_file():
         return folder
     import torch
-    from transformers import AutoTokenizer, ModernBertConfig, ModernBertForSequenceClassification
+    from bench_memory import tiny_modernbert_config
+    from transformers import AutoTokenizer, ModernBertForSequenceClassification
 
     from fmm_fast.training.base_models import pretrained_minilm
     from fmm_fast.training.models import quiet_transformers
@@ -117,19 +118,11 @@ def modernbert_folder(cache: Path) -> Path:
     quiet_transformers()
     tokenizer = AutoTokenizer.from_pretrained(pretrained_minilm())
     tokenizer.model_max_length = MODERNBERT_CONTEXT
-    config = ModernBertConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=128,
-        max_position_embeddings=MODERNBERT_CONTEXT,
-        pad_token_id=tokenizer.pad_token_id,
-        cls_token_id=tokenizer.cls_token_id,
-        sep_token_id=tokenizer.sep_token_id,
-        bos_token_id=tokenizer.cls_token_id,
-        eos_token_id=tokenizer.sep_token_id,
-        num_labels=2,
+    config = tiny_modernbert_config(
+        len(tokenizer),
+        pad=tokenizer.pad_token_id,
+        cls=tokenizer.cls_token_id,
+        sep=tokenizer.sep_token_id,
         id2label={0: "negative", 1: "positive"},
         label2id={"negative": 0, "positive": 1},
     )

@@ -45,30 +45,40 @@ def resident_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def tiny_modernbert_config(vocab_size: int, *, pad: int, cls: int, sep: int, **labels):
+    """The bench's random ModernBERT classifier: 2 layers, width 64, an 8,192-token context, 2 labels;
+    `labels`: id2label/label2id where the folder names them."""
+    from transformers import ModernBertConfig
+
+    return ModernBertConfig(
+        vocab_size=vocab_size,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=128,
+        max_position_embeddings=8192,
+        pad_token_id=pad,
+        cls_token_id=cls,
+        sep_token_id=sep,
+        bos_token_id=cls,
+        eos_token_id=sep,
+        num_labels=2,
+        **labels,
+    )
+
+
 def tiny_modernbert():
     """A random 2-layer, width-64 ModernBERT classifier with an 8,192-token context: (TorchBackend)."""
     import torch
-    from transformers import ModernBertConfig, ModernBertForSequenceClassification
+    from transformers import ModernBertForSequenceClassification
 
     from fmm_fast.backends.torch_backend import TorchBackend
     from fmm_fast.core.datatypes import ModelInfo
     from fmm_fast.training.models import SequenceClassifier, quiet_transformers
 
     quiet_transformers()
-    config = ModernBertConfig(
-        vocab_size=TINY_VOCAB,
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=128,
-        max_position_embeddings=8192,
-        pad_token_id=TINY_SPECIALS["pad"],
-        cls_token_id=TINY_SPECIALS["cls"],
-        sep_token_id=TINY_SPECIALS["sep"],
-        bos_token_id=TINY_SPECIALS["cls"],
-        eos_token_id=TINY_SPECIALS["sep"],
-        num_labels=2,
-    )
+    specials = TINY_SPECIALS
+    config = tiny_modernbert_config(TINY_VOCAB, pad=specials["pad"], cls=specials["cls"], sep=specials["sep"])
     torch.manual_seed(0)
     model = SequenceClassifier(ModernBertForSequenceClassification(config), sep_id=None)
     info = ModelInfo(

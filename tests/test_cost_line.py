@@ -13,6 +13,7 @@ from fmm_fast.api import batches
 from fmm_fast.backends.engine import MaskBatchEngine
 from fmm_fast.backends.loading import load_model
 from fmm_fast.backends.options import BackendOptions
+from fmm_fast.core import settings
 from fmm_fast.core.errors import UserError
 
 TEXTS = ["Mary went to the kitchen. John moved to the garden.", "Sandra went back to the office."]
@@ -40,7 +41,7 @@ def test_explain_texts_prints_a_cost_line_that_bounds_its_passes(
             super().__init__(*arguments, **options)
             engines.append(self)
 
-    monkeypatch.setattr(batches, "MaskBatchEngine", RecordedEngine)
+    monkeypatch.setattr(settings, "MaskBatchEngine", RecordedEngine)  # EngineOptions.engine_on makes them
     loaded = load_model(tiny_babi[0], BackendOptions())
     explanations = batches.explain_texts(loaded, TEXTS, PAIRS, measure=measure, unit=unit)
     forward, backward = planned(capsys.readouterr().out)
@@ -63,3 +64,20 @@ def test_explain_texts_cuts_to_max_length_and_names_its_arguments(tiny_babi, cap
         batches.explain_texts(loaded, TEXTS, PAIRS, unit="words")
     with pytest.raises(UserError, match=r"^max_length= must be an integer"):
         batches.explain_texts(loaded, TEXTS, PAIRS, max_length=2)
+
+
+def test_explain_texts_engines_get_the_token_and_cache_budgets_given(tiny_babi, monkeypatch):
+    engines: list[MaskBatchEngine] = []
+
+    class RecordedEngine(MaskBatchEngine):
+        def __init__(self, *arguments, **options) -> None:
+            super().__init__(*arguments, **options)
+            engines.append(self)
+
+    monkeypatch.setattr(settings, "MaskBatchEngine", RecordedEngine)
+    loaded = load_model(tiny_babi[0], BackendOptions())
+    batches.explain_texts(loaded, TEXTS, PAIRS, measure="grad-l2", token_budget=300, cache_mb=3.5)
+    assert len(engines) == 2  # the predictions' engine and the gradient one
+    assert {(engine.token_budget, engine.cache_mb) for engine in engines} == {(300, 3.5)}
+    with pytest.raises(UserError, match="token-budget"):
+        batches.explain_texts(loaded, TEXTS, PAIRS, token_budget=0)

@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
+from fmm_fast.api.options import engine_arguments
 from fmm_fast.backends.base import Backend
-from fmm_fast.backends.engine import DEFAULT_TOKEN_BUDGET, MaskBatchEngine
+from fmm_fast.backends.engine import MaskBatchEngine
 from fmm_fast.backends.loading import LoadedModel, gradient_backend, load_model
 from fmm_fast.backends.options import BackendOptions
 from fmm_fast.backends.precision import DEFAULT_PRECISION
@@ -18,7 +19,7 @@ from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.reading import READ_ERRORS, LineError, json_lines, shape_error
 from fmm_fast.core.records import dumps_record, restore_non_finite
-from fmm_fast.core.settings import DEFAULT_EXPLAIN_BATCH_ROWS
+from fmm_fast.core.settings import EngineOptions
 from fmm_fast.core.writing import replacing
 from fmm_fast.data.blank import BLANK_REASON, is_blank
 from fmm_fast.data.tokenization import cut_to, encode_texts
@@ -35,11 +36,12 @@ ModelLike = str | Path | LoadedModel | Backend | MaskBatchEngine
 def as_engine(
     model: ModelLike,
     needs_gradients: bool = False,
-    token_budget: int = DEFAULT_TOKEN_BUDGET,
+    options: EngineOptions | None = None,
     precision: str = DEFAULT_PRECISION,
 ) -> MaskBatchEngine:
     """Wrap whatever the caller has (path, loaded model, backend, engine) in a mask-batch engine.
 
+    options: the engine's token and cache budgets (default EngineOptions()); an engine given keeps its own.
     precision (fp32|bf16|auto, see backends.precision) applies to a path; a model already loaded keeps its
     own (`load_model(path, BackendOptions(precision=...))`).
     """
@@ -51,7 +53,7 @@ def as_engine(
         backend = gradient_backend(model) if needs_gradients else model.backend
     else:
         backend = model
-    return MaskBatchEngine(backend, token_budget=token_budget)
+    return (options or EngineOptions()).engine_on(backend)
 
 
 def explain(
@@ -118,6 +120,7 @@ class Explanation:
     units: list[int] = field(default_factory=list)
 
 
+@engine_arguments()
 def explain_texts(
     model: str | Path | LoadedModel,
     texts: list[str],
@@ -128,14 +131,16 @@ def explain_texts(
     precision: str = DEFAULT_PRECISION,
     unit: str = DEFAULT_UNIT,
     max_length: int | None = None,
+    engine: EngineOptions = EngineOptions(),
     **options,
 ) -> list[Explanation]:
     """Explain raw texts (with optional second segments). Without labels, the predicted label is explained.
 
     A text that truncates to no explained token gets an all-zero explanation. precision: fp32|bf16|auto
     for a model given by path. unit: token | word | sentence, what is scored and masked together;
-    max_length: cut every text to N tokens (default: the model's maximum). Prints the run's cost line
-    first (forward passes, their time from a short probe, and what makes it cheaper).
+    max_length: cut every text to N tokens (default: the model's maximum). token_budget=, cache_mb=,
+    explain_batch_rows=: the engine's cost knobs, as the commands' flags. Prints the run's cost line first
+    (forward passes, their time from a short probe, and what makes it cheaper). `options`: the measure's.
     """
     if not texts:
         raise UserError("no text to explain; give at least one")
@@ -155,8 +160,8 @@ def explain_texts(
     spec = resolve_measure(measure, options)
     from fmm_fast.protocols.cost import announce_cost  # loads Numba: on use
 
-    announce_cost("explain_texts", [spec.build(seed)], encoded, (), loaded.backend, DEFAULT_TOKEN_BUDGET)
-    return explain_encoded(loaded, encoded, spec, seed, explain_predicted=labels is None)
+    announce_cost("explain_texts", [spec.build(seed)], encoded, (), loaded.backend, engine.token_budget)
+    return explain_encoded(loaded, encoded, spec, seed, explain_predicted=labels is None, engine=engine)
 
 
 def explain_encoded(
@@ -165,24 +170,22 @@ def explain_encoded(
     spec: MeasureSpec,
     seed: int = 0,
     explain_predicted: bool = False,
-    batch_rows: int = DEFAULT_EXPLAIN_BATCH_ROWS,
-    token_budget: int = DEFAULT_TOKEN_BUDGET,
+    engine: EngineOptions | None = None,
     on_batch: Callable[[int], None] | None = None,
 ) -> list[Explanation]:
     """Explanations of a tokenized split by the measure `spec` seeded `seed`: scores of the gold label (or
     of the prediction).
 
-    batch_rows: examples per explain call; token_budget: the engine's.
+    engine: the token and cache budgets and examples per explain call (default EngineOptions()).
     """
     chosen = spec.build(seed)
-    engine = as_engine(loaded, token_budget=token_budget)
-    scoring_engine = (
-        as_engine(loaded, needs_gradients=True, token_budget=token_budget)
-        if chosen.needs_gradients
-        else engine
-    )
+    options = engine or EngineOptions()
+    predicting = as_engine(loaded, options=options)
+    scoring = predicting
+    if chosen.needs_gradients:
+        scoring = as_engine(loaded, needs_gradients=True, options=options)
     probabilities, scores = predict_and_explain(
-        engine, scoring_engine, encoded, chosen, batch_rows, on_batch, explain_predicted
+        predicting, scoring, encoded, chosen, options.explain_batch_rows, on_batch, explain_predicted
     )
     return to_explanations(loaded, encoded, spec, probabilities, scores)
 

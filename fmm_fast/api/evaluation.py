@@ -118,9 +118,7 @@ def evaluate(
         loaded = load_model(model, settings.backend)
         text_dataset, encoded = open_split(loaded, data)
         claim_container(out, RUN_KIND, shared, seeds, CURVE_FILES, overwrite)
-        mask_engine = MaskBatchEngine(
-            loaded.backend, token_budget=engine.token_budget, cache_mb=engine.cache_mb
-        )
+        mask_engine = engine.engine_on(loaded.backend)
         print_header(
             model, loaded, text_dataset.name, data.split, len(encoded), [s.name for s in settings.specs]
         )

@@ -145,13 +145,12 @@ def explain(
                 measure_clock = Stopwatch()
                 with progress_bar(len(encoded), spec.name, quiet=quiet) as bar:
                     arguments = (loaded, encoded, spec, settings.seed)
-                    batching = {"batch_rows": engine.explain_batch_rows, "on_batch": bar.update}
                     if pool is None:
-                        explanations += explain_encoded(
-                            *arguments, token_budget=engine.token_budget, **batching
-                        )
+                        explanations += explain_encoded(*arguments, engine=engine, on_batch=bar.update)
                     else:  # the workers' engines have the token and cache budgets
-                        explanations += explain_sharded(pool, *arguments, **batching)
+                        explanations += explain_sharded(
+                            pool, *arguments, batch_rows=engine.explain_batch_rows, on_batch=bar.update
+                        )
                 seconds[spec.name] = measure_clock.seconds
             workers_record = None if pool is None else pool.record()
         save_explanations(out, explanations)

@@ -28,7 +28,6 @@ from fmm_fast.api.seed_runs import (
     seed_directory,
     shared_fields,
 )
-from fmm_fast.backends.engine import MaskBatchEngine
 from fmm_fast.backends.loading import load_model
 from fmm_fast.core.digest import content_id
 from fmm_fast.core.errors import UserError
@@ -106,9 +105,7 @@ def aopc(
         if len({e.name for e in external}) < len(external):
             raise UserError("two --explanations files share a name; give each file its own name")
         claim_container(out, RUN_KIND, shared, seeds, (), overwrite)
-        mask_engine = MaskBatchEngine(
-            loaded.backend, token_budget=engine.token_budget, cache_mb=engine.cache_mb
-        )
+        mask_engine = engine.engine_on(loaded.backend)
         print_header(
             model, loaded, text_dataset.name, data.split, len(encoded), [s.name for s in settings.specs]
         )

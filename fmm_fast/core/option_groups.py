@@ -26,8 +26,12 @@ def option_group(
     def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
         signature = inspect.signature(function, eval_str=True)
         combined: list[inspect.Parameter] = []
+        extra_name = None  # a **kwargs parameter stays last and collects what no parameter names
         for parameter in signature.parameters.values():
-            if parameter.name == target:
+            if parameter.kind == inspect.Parameter.VAR_KEYWORD:
+                extra_name = parameter.name
+                combined.append(parameter)
+            elif parameter.name == target:
                 combined += parameters
             elif combined and combined[-1].kind == inspect.Parameter.KEYWORD_ONLY:
                 combined.append(parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY))
@@ -42,7 +46,8 @@ def option_group(
             bound.apply_defaults()
             arguments = dict(bound.arguments)
             group = {name: arguments.pop(name) for name in names}
-            return function(**arguments, **{target: group if flags else build(**group)})
+            extra = arguments.pop(extra_name, {}) if extra_name else {}
+            return function(**arguments, **extra, **{target: group if flags else build(**group)})
 
         wrapper.__signature__ = rewritten  # type: ignore[attr-defined]
         wrapper.__annotations__ = {p.name: p.annotation for p in combined}

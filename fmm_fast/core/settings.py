@@ -18,7 +18,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from fmm_fast.backends.engine import DEFAULT_CACHE_MB, DEFAULT_TOKEN_BUDGET
+from fmm_fast.backends.base import Backend
+from fmm_fast.backends.engine import DEFAULT_CACHE_MB, DEFAULT_TOKEN_BUDGET, MaskBatchEngine
 from fmm_fast.backends.options import BackendOptions, check
 from fmm_fast.backends.precision import resolve_training_precision
 from fmm_fast.core.digest import content_id
@@ -60,6 +61,11 @@ class EngineOptions:
                 (self.cache_mb >= 0, f"--cache-mb must be 0 (no cache) or positive, got {self.cache_mb}"),
             ]
         )
+
+    def engine_on(self, backend: Backend, **others: Any) -> MaskBatchEngine:
+        """A mask-batch engine on `backend` with these budgets; others: the engine's remaining arguments
+        (cache_rows=, keep_signals=), which belong to the caller's protocol, not to the user's options."""
+        return MaskBatchEngine(backend, token_budget=self.token_budget, cache_mb=self.cache_mb, **others)
 
 
 def _content(model: str) -> str:

@@ -88,9 +88,7 @@ class ModelWorker:
             from fmm_fast.backends.onnx_backend import OnnxBackend
 
             backend = OnnxBackend.from_file(model.local_path(), provider=self.provider, threads=self.threads)
-            self._engine = MaskBatchEngine(
-                backend, token_budget=self.engine_options.token_budget, cache_mb=self.engine_options.cache_mb
-            )
+            self._engine = self.engine_options.engine_on(backend)
         return self._engine
 
     def open(self, model: ModelFile) -> dict:

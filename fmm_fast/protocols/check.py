@@ -21,7 +21,6 @@ from pathlib import Path
 
 import numpy as np
 
-from fmm_fast.backends.engine import MaskBatchEngine
 from fmm_fast.backends.loading import LoadedModel
 from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.core.machine import machine_record
@@ -129,13 +128,7 @@ def run_check(
         report(1 + len(ratios))
         return state
     # keeps one masked set: its metric's pass serves its signals, and memory stays one set's signals
-    engine = MaskBatchEngine(
-        loaded.backend,
-        token_budget=settings.engine.token_budget,
-        cache_rows=len(test),
-        keep_signals=True,
-        cache_mb=settings.engine.cache_mb,
-    )
+    engine = settings.engine.engine_on(loaded.backend, cache_rows=len(test), keep_signals=True)
     calibration = MaSFCalibration.fit(
         engine.signals(inputs.calibration), "split", settings.calibration_seed, inputs.components
     )

@@ -13,7 +13,7 @@ from typing import Protocol
 import numpy as np
 
 from fmm_fast import __version__
-from fmm_fast.backends.engine import EngineStats, MaskBatchEngine
+from fmm_fast.backends.engine import EngineStats
 from fmm_fast.backends.loading import LoadedModel
 from fmm_fast.core.datatypes import EncodedSplit, load_ragged
 from fmm_fast.core.errors import UserError
@@ -192,7 +192,7 @@ def run_masf(
     (api.seed_runs.fidelity_sides), kept as each method's "fidelity". Returns {method: JSON-ready dict}.
     """
     if engine is None:
-        engine = MaskBatchEngine(loaded.backend, token_budget=settings.engine.token_budget, cache_rows=0)
+        engine = settings.engine.engine_on(loaded.backend, cache_rows=0)
     info = loaded.info
     inputs = masf_inputs(loaded, settings)
     test, validation = inputs.test, inputs.validation

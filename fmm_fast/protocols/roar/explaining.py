@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 
-from fmm_fast.backends.engine import MaskBatchEngine
 from fmm_fast.backends.loading import load_model
 from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.core.settings import RoarSettings
@@ -54,9 +53,7 @@ def explain_dataset(
     recursive erasure seeds them) by the checkpoint `model` on the inputs `current` of every split, and
     the passes it ran."""
     loaded = load_model(model, settings.explaining_backend)
-    engine = MaskBatchEngine(
-        loaded.backend, token_budget=settings.engine.token_budget, cache_mb=settings.engine.cache_mb
-    )
+    engine = settings.engine.engine_on(loaded.backend)
     measure = spec.build(seed, step)
     ids = example_ids(encoded)
     scores = {

@@ -10,7 +10,6 @@ from contextlib import suppress
 from dataclasses import replace
 from pathlib import Path
 
-from fmm_fast.backends.engine import MaskBatchEngine
 from fmm_fast.backends.loading import load_model
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.outputs import (
@@ -221,9 +220,7 @@ def run_erasure(settings: RoarSettings, out: Path, seed: int, data: SeedData, pr
         engine=settings.engine,
         backend=settings.explaining_backend,
     )
-    engine = MaskBatchEngine(
-        loaded.backend, token_budget=settings.engine.token_budget, cache_mb=settings.engine.cache_mb
-    )
+    engine = settings.engine.engine_on(loaded.backend)
     directory = seed_dir(out, seed) / ERASURE_DIR
     evaluate_model(
         loaded,

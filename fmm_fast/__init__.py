@@ -45,7 +45,7 @@ _PUBLIC = {
     "Training": "fmm_fast.api.results",
     "Report": "fmm_fast.api.results",
     "Explanations": "fmm_fast.api.explanations",
-    "Explanation": "fmm_fast.api.batches",
+    "Explanation": "fmm_fast.protocols.explanations",
     # the extension point: your own importance measure (docs/guides/your-measure.md)
     "Measure": "fmm_fast.measures.base",
     "ExplainBatch": "fmm_fast.measures.base",

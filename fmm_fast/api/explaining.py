@@ -127,9 +127,9 @@ def explain(
     clock = Stopwatch()
     with output_lock(out, file=True):  # before the model and data load: a second process exits at once
         # these load Numba and SciPy: imported on use, so --help starts fast (and after the lock)
-        from fmm_fast.api.batches import explain_encoded, save_explanations
         from fmm_fast.distributed.explanation import explain_sharded
         from fmm_fast.distributed.pool import open_pool
+        from fmm_fast.protocols.explanations import explain_encoded, save_explanations
         from fmm_fast.report.pages.explain_page import write_explanations_page
 
         for path in [out, record_path, page] if html else [out, record_path]:

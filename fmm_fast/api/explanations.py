@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fmm_fast.api.arguments import checked_arguments
-from fmm_fast.api.batches import Explanation, load_explanations, save_explanations
+from fmm_fast.protocols.explanations import Explanation, load_explanations, save_explanations
 
 if TYPE_CHECKING:
     import pandas

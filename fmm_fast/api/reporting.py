@@ -43,7 +43,7 @@ def report(
         raise UserError("--explanations are shown in report.html; add --html")
     out = run_folder(out, "report")
     with output_lock(out):  # before SciPy and matplotlib load: a second process exits at once
-        from fmm_fast.api.batches import load_explanations
+        from fmm_fast.protocols.explanations import load_explanations
         from fmm_fast.report.pages.examples import group_examples
         from fmm_fast.report.pages.report_page import REPORT_PAGE, write_report_page
         from fmm_fast.report.roar_tables import render_cost_markdown, render_roar_markdown

@@ -6,7 +6,6 @@ from collections.abc import Callable
 
 import numpy as np
 
-from fmm_fast.api import Explanation, to_explanations
 from fmm_fast.backends.loading import LoadedModel
 from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.core.settings import DEFAULT_EXPLAIN_BATCH_ROWS
@@ -14,6 +13,7 @@ from fmm_fast.distributed.pool import Task, WorkerPool
 from fmm_fast.distributed.sharding import split_shards
 from fmm_fast.distributed.worker import TaskResult
 from fmm_fast.measures.spec import MeasureSpec
+from fmm_fast.protocols.explanations import Explanation, to_explanations
 
 
 def explain_sharded(

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import numpy as np
 
-from fmm_fast.api import predict_and_explain
 from fmm_fast.backends.engine import MaskBatchEngine
 from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.core.settings import EngineOptions
 from fmm_fast.core.writing import write_bytes
 from fmm_fast.measures.spec import MeasureSpec
 from fmm_fast.protocols.erasure import erasure_steps, fully_masked, masked_positions
+from fmm_fast.protocols.explanations import predict_and_explain
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 
-from fmm_fast.api import explain_encoded
 from fmm_fast.backends.loading import LoadedModel, load_model
 from fmm_fast.core.datatypes import EncodedSplit
 from fmm_fast.core.errors import UserError
@@ -27,6 +26,7 @@ from fmm_fast.core.records import versions, write_record
 from fmm_fast.data.options import DataOptions, open_split
 from fmm_fast.measures.ranking import top_k_positions
 from fmm_fast.measures.spec import MeasureSpec, resolve_measure
+from fmm_fast.protocols.explanations import explain_encoded
 from fmm_fast.protocols.plausibility import plausibility
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from fmm_fast.api import Explanation
 from fmm_fast.core.errors import UserError
+from fmm_fast.protocols.explanations import Explanation
 from fmm_fast.report.pages.markup import Html, join, markup
 from fmm_fast.report.pages.scale import Scale, largest, page_top, render_units, scores
 from fmm_fast.report.pages.units import Unit, has_offsets, token_units, word_units

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fmm_fast.api import Explanation
 from fmm_fast.core.writing import write_text
+from fmm_fast.protocols.explanations import Explanation
 from fmm_fast.report.pages.document import document, view_controls
 from fmm_fast.report.pages.examples import Example, example_section, group_examples, measure_scales
 from fmm_fast.report.pages.markup import Html, join, markup

@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fmm_fast import __version__
-from fmm_fast.api import Explanation
 from fmm_fast.core.reading import read_checked
 from fmm_fast.core.writing import write_text
 from fmm_fast.data.local import display_name
 from fmm_fast.data.units import DEFAULT_UNIT
+from fmm_fast.protocols.explanations import Explanation
 from fmm_fast.report.load import find_result_files
 from fmm_fast.report.masf import MASF_TABLE, find_masf_files
 from fmm_fast.report.pages.document import document, view_controls

@@ -10,8 +10,8 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
-from fmm_fast.api import Explanation
 from fmm_fast.measures.external import WORD  # one definition of a word for word scores and the page
+from fmm_fast.protocols.explanations import Explanation
 
 SPECIAL = -1  # Explanation.segments of a special token
 

@@ -301,30 +301,36 @@ def run(
     repeat: int | None = None,
     speed: bool = True,
 ) -> dict:
-    """Speed (unless not `speed`) and agreement results; sizes not given come from SIZES[quick]."""
+    """Speed (unless not `speed`: then no speed_* keys, no "speed") and agreement results; sizes not given
+    come from SIZES[quick]."""
     speed_count, agreement_count = SIZES[quick]
-    repeat = repeat or (1 if quick else 3)
     everything = test_sentences(bench_model.tokenizer, short=quick)
+    agreement_split = agreement_sentences(everything, exact_sentences or agreement_count)
+    result = {
+        "model": bench_model.description,
+        "agreement_sentences": len(agreement_split),
+        "agreement_seeds": AGREEMENT_SEEDS[quick],
+        "agreement": run_agreement(bench_model, agreement_split, AGREEMENT_SEEDS[quick]),
+    }
+    if not speed:
+        return result
+    repeat = repeat or (1 if quick else 3)
     speed_split = everything.subset(
         np.flatnonzero(explained_counts(everything) >= 2)[: sentences or speed_count]
     )
-    agreement_split = agreement_sentences(everything, exact_sentences or agreement_count)
     counts = explained_counts(speed_split)
     return {
-        "model": bench_model.description,
+        **result,
         "speed_sentences": len(speed_split),
         "speed_explained_tokens": {"mean": float(counts.mean()), "max": int(counts.max())},
-        "agreement_sentences": len(agreement_split),
-        "agreement_seeds": AGREEMENT_SEEDS[quick],
         "captum_rows_per_eval": CAPTUM_ROWS,
         "repeat": repeat,
-        "speed": run_speed(bench_model, speed_split, repeat) if speed else [],
-        "agreement": run_agreement(bench_model, agreement_split, AGREEMENT_SEEDS[quick]),
+        "speed": run_speed(bench_model, speed_split, repeat),
     }
 
 
 def print_result(result: dict) -> None:
-    if result["speed"]:
+    if "speed" in result:
         print_speed(result)
     print_agreement(result)
 

@@ -3,11 +3,13 @@ KernelShap, Lime and ShapleyValueSampling at the same number of model evaluation
 
     .venv/bin/python bench/bench_perturbation.py [--quick] [--sentences N] [--exact-sentences N]
                                                  [--repeat N] [--json PATH] [--cache DIR]
+                                                 [--agreement-only]
 
 Budget per example (BUDGET): kernel-shap and lime 100 model evaluations (fmm-fast's kernel-shap: 98 sampled
-coalitions plus ∅ and M, as Captum's KernelShap's 100 include them; lime: 100 coalitions, the first the
-input), shapley-sampling 10 permutations (Captum's n_samples = 10). Both sides explain the target logit of
-the gold label, the mask token standing in for a removed token, over the sentence's explained tokens.
+coalitions (49 drawn and their complements) plus ∅ and M, as Captum's KernelShap's 100 include them; lime:
+100 coalitions, the first the input), shapley-sampling 10 permutations (5 drawn and their reverses;
+Captum's n_samples = 10). Both sides explain the target logit of the gold label, the mask token standing
+in for a removed token, over the sentence's explained tokens.
 
 Captum is called directly on the PyTorch model (the straightforward one, as every baseline): its input is a
 sentence's explained tokens (1, n), its feature mask puts each in a feature of its own, its baseline is the
@@ -297,30 +299,43 @@ def run(
     sentences: int | None = None,
     exact_sentences: int | None = None,
     repeat: int | None = None,
+    speed: bool = True,
 ) -> dict:
-    """Speed and agreement results; sizes not given come from SIZES[quick]."""
+    """Speed (unless not `speed`: then no speed_* keys, no "speed") and agreement results; sizes not given
+    come from SIZES[quick]."""
     speed_count, agreement_count = SIZES[quick]
-    repeat = repeat or (1 if quick else 3)
     everything = test_sentences(bench_model.tokenizer, short=quick)
+    agreement_split = agreement_sentences(everything, exact_sentences or agreement_count)
+    result = {
+        "model": bench_model.description,
+        "agreement_sentences": len(agreement_split),
+        "agreement_seeds": AGREEMENT_SEEDS[quick],
+        "agreement": run_agreement(bench_model, agreement_split, AGREEMENT_SEEDS[quick]),
+    }
+    if not speed:
+        return result
+    repeat = repeat or (1 if quick else 3)
     speed_split = everything.subset(
         np.flatnonzero(explained_counts(everything) >= 2)[: sentences or speed_count]
     )
-    agreement_split = agreement_sentences(everything, exact_sentences or agreement_count)
     counts = explained_counts(speed_split)
     return {
-        "model": bench_model.description,
+        **result,
         "speed_sentences": len(speed_split),
         "speed_explained_tokens": {"mean": float(counts.mean()), "max": int(counts.max())},
-        "agreement_sentences": len(agreement_split),
-        "agreement_seeds": AGREEMENT_SEEDS[quick],
         "captum_rows_per_eval": CAPTUM_ROWS,
         "repeat": repeat,
         "speed": run_speed(bench_model, speed_split, repeat),
-        "agreement": run_agreement(bench_model, agreement_split, AGREEMENT_SEEDS[quick]),
     }
 
 
 def print_result(result: dict) -> None:
+    if "speed" in result:
+        print_speed(result)
+    print_agreement(result)
+
+
+def print_speed(result: dict) -> None:
     tokens = result["speed_explained_tokens"]
     print(
         f"\nspeed: {result['speed_sentences']} sentences ({tokens['mean']:.1f} explained tokens on average, "
@@ -341,6 +356,9 @@ def print_result(result: dict) -> None:
             for item in result["speed"]
         ],
     )
+
+
+def print_agreement(result: dict) -> None:
     low, high = AGREEMENT_TOKENS
     print(
         f"\nagreement with exact Shapley values: {result['agreement_sentences']} sentences of {low}–{high} "
@@ -364,11 +382,17 @@ def main() -> None:
     parser = bench_parser(__doc__)
     parser.add_argument("--sentences", type=int, help="speed sentences (default 40, --quick 2)")
     parser.add_argument("--exact-sentences", type=int, help="agreement sentences (default 20, --quick 1)")
+    parser.add_argument(
+        "--agreement-only",
+        action="store_true",
+        help="skip the speed part (agreement figures do not depend on load)",
+    )
     args = parser.parse_args()
     if args.device != "cpu":
         parser.error("bench_perturbation.py runs on the CPU only (--device cpu)")
     print(machine_line())
-    result = run(model_for(args), args.quick, args.sentences, args.exact_sentences, rounds(args))
+    sizes = (args.sentences, args.exact_sentences, rounds(args))
+    result = run(model_for(args), args.quick, *sizes, speed=not args.agreement_only)
     print(f"model: {result['model']}")
     print_result(result)
     if args.json:

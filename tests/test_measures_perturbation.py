@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 from doubles import MASK_ID, LookupBackend, interaction_model, random_batch
+from scipy.stats import chi2
 from test_measures_occlusion import CountingEngine
 
 from fmm_fast.backends.engine import MaskBatchEngine
@@ -17,7 +18,12 @@ from fmm_fast.core.errors import UserError
 from fmm_fast.measures import get_measure
 from fmm_fast.measures.base import ExplainBatch
 from fmm_fast.measures.external import load_explanations
-from fmm_fast.measures.kernel_shap import KernelShapSign, enumerates, kernel_shap_coalitions
+from fmm_fast.measures.kernel_shap import (
+    KernelShapSign,
+    enumerates,
+    kernel_shap_coalitions,
+    kernel_shap_draws,
+)
 from fmm_fast.measures.lime import KERNEL_WIDTH, RIDGE_ALPHA, LimeSign, lime_coalitions
 from fmm_fast.measures.occlusion import LeaveOneOutSign
 from fmm_fast.measures.occlusion_window import OcclusionWindowAbs, OcclusionWindowSign
@@ -30,7 +36,7 @@ from fmm_fast.measures.perturbation_reference import (
     shapley_sampling_reference,
 )
 from fmm_fast.measures.registry import OPTION_NAMES, measure_names, perturbation_names
-from fmm_fast.measures.shapley_sampling import ShapleySamplingSign, draw_permutations
+from fmm_fast.measures.shapley_sampling import ShapleySamplingSign, antithetic_permutations, draw_permutations
 
 SEED = 7
 
@@ -115,19 +121,61 @@ def test_enumerated_kernel_shap_equals_exact_shapley(token_units: bool) -> None:
     assert (scores[~covered] == 0).all()
 
 
-def test_sampled_kernel_shap_equals_its_reference_and_keeps_efficiency() -> None:
+@pytest.mark.parametrize("samples", [60, 61])
+def test_sampled_kernel_shap_equals_its_reference_and_keeps_efficiency(samples: int) -> None:
+    """Odd samples: the last drawn coalition goes without its complement."""
     backend = LookupBackend(nonlinear_model(2))
     batch = with_ids(random_batch(5, [9, 12], premasked=0))
-    samples = 60
     scores = KernelShapSign(samples=samples, seed=SEED).explain(batch, MaskBatchEngine(backend))
     for row, example in enumerate(batch.example_ids):
         value, n, units = row_values(backend, batch, row)
         assert not enumerates(n, samples)
-        drawn = kernel_shap_coalitions(n, samples, np.random.default_rng([SEED, int(example)]))
-        expected = kernel_shap_reference(value, n, samples, drawn[2:])
+        drawn = kernel_shap_draws(n, (samples + 1) // 2, np.random.default_rng([SEED, int(example)]))
+        expected = kernel_shap_reference(value, n, samples, drawn)
         got = unit_scores(scores, row, units)
         np.testing.assert_allclose(got, expected, rtol=1e-7, atol=1e-9)
         np.testing.assert_allclose(got.sum(), value(frozenset(range(n))) - value(frozenset()), atol=1e-9)
+
+
+def test_sampled_coalitions_come_in_complementary_pairs_drawn_by_the_kernel() -> None:
+    """Each drawn coalition, then its complement; the drawn sizes follow the kernel's size mass
+    (n−1)/(k(n−k)), normalised (a chi-square test at 1e-4), and so do the complements' (the mass is
+    symmetric in k ↔ n − k)."""
+    n, samples = 16, 20000
+    assert not enumerates(n, samples)
+    keep = kernel_shap_coalitions(n, samples, np.random.default_rng(SEED))
+    assert keep.shape == (samples + 2, n) and not keep[0].any() and keep[1].all()
+    half = samples // 2
+    drawn, complements = keep[2 : 2 + half], keep[2 + half :]
+    np.testing.assert_array_equal(complements, ~drawn)
+    sizes = np.arange(1, n)
+    mass = (n - 1) / (sizes * (n - sizes))
+    np.testing.assert_allclose(mass, mass[::-1])
+    expected = half * mass / mass.sum()
+    observed = np.bincount(drawn.sum(axis=1), minlength=n)[1:]
+    assert observed.sum() == half
+    assert chi2.sf(((observed - expected) ** 2 / expected).sum(), df=n - 2) > 1e-4
+
+
+def pairwise_row(seed: int, n: int):
+    """(v, n, units, batch, backend) of one example whose logit has interactions of order ≤ 2 only."""
+    backend = LookupBackend(interaction_model(seed))
+    batch = with_ids(random_batch(seed, [n], premasked=0))
+    value, found, units = row_values(backend, batch, 0)
+    assert found == n
+    return value, units, batch, backend
+
+
+def test_paired_kernel_shap_is_exact_on_a_pairwise_model() -> None:
+    """With coalitions in complementary pairs the fit recovers exact Shapley values of a logit whose
+    interactions are of order ≤ 2, far from enumeration (40 of 1022 coalitions); independent draws do not
+    (their error here is of the order of the values)."""
+    value, units, batch, backend = pairwise_row(11, 10)
+    samples = 40
+    assert not enumerates(10, samples)
+    scores = KernelShapSign(samples=samples, seed=SEED).explain(batch, MaskBatchEngine(backend))
+    exact = exact_shapley(value, 10)
+    np.testing.assert_allclose(unit_scores(scores, 0, units), exact, atol=1e-4 * np.abs(exact).max())
 
 
 def test_sampled_kernel_shap_converges_to_exact_shapley() -> None:
@@ -155,45 +203,62 @@ def test_sampled_kernel_shap_converges_to_exact_shapley() -> None:
 
 
 # --------------------------------------------------------------------------------- shapley-sampling
-def marginal_spread(value, n: int) -> np.ndarray:
-    """(n,) the standard deviation of a unit's gain over all n! orders (one permutation's estimate)."""
-    gains = np.array([shapley_sampling_reference(value, n, np.array([order])) for order in
+def pair_spread(value, n: int) -> np.ndarray:
+    """(n,) the standard deviation of a unit's mean gain over an order and its reverse, over all n! orders
+    (the estimate of one antithetic pair)."""
+    gains = np.array([shapley_sampling_reference(value, n, 2, np.array([order])) for order in
                       itertools.permutations(range(n))])  # fmt: skip
     return gains.std(axis=0)
 
 
 def test_shapley_sampling_converges_to_exact_shapley() -> None:
-    """Each unit's estimate is the mean of S independent gains: within 4.5 σ/√S of exact Shapley, σ the
-    gain's exact spread over all orders (a false alarm per unit below 1e-5), for growing S."""
+    """Each unit's estimate is the mean of S/2 independent pairs' mean gains: within 4.5 σ/√(S/2) of exact
+    Shapley, σ the pair's exact spread over all orders (a false alarm per unit below 1e-5), for growing S."""
     backend = LookupBackend(nonlinear_model(5))
     batch = random_batch(8, [6], premasked=0)
     value, n, units = row_values(backend, batch, 0)
-    exact, spread = exact_shapley(value, n), marginal_spread(value, n)
+    exact, spread = exact_shapley(value, n), pair_spread(value, n)
     assert spread.min() > 0
     errors = []
     for permutations in (10, 200, 5000):
         scores = ShapleySamplingSign(permutations, seed=SEED).explain(batch, MaskBatchEngine(backend))
         error = np.abs(unit_scores(scores, 0, units) - exact)
-        assert (error <= 4.5 * spread / math.sqrt(permutations)).all(), (permutations, error)
+        assert (error <= 4.5 * spread / math.sqrt(permutations / 2)).all(), (permutations, error)
         np.testing.assert_allclose(scores.sum(), value(frozenset(range(n))) - value(frozenset()), atol=1e-9)
         errors.append(error.max())
     assert errors[-1] < errors[0]
 
 
-def test_shapley_sampling_equals_its_reference_with_units_and_shares_the_ends() -> None:
+def test_antithetic_shapley_sampling_is_exact_on_a_pairwise_model() -> None:
+    """In an order and its reverse, t's predecessors and successors swap: with a logit whose interactions are
+    of order ≤ 2, one pair gives exact Shapley values (one permutation does not)."""
+    value, units, batch, backend = pairwise_row(12, 9)
+    exact = exact_shapley(value, 9)
+    scores = ShapleySamplingSign(2, seed=SEED).explain(batch, MaskBatchEngine(backend))
+    np.testing.assert_allclose(unit_scores(scores, 0, units), exact, atol=1e-4 * np.abs(exact).max())
+    one = ShapleySamplingSign(1, seed=SEED).explain(batch, MaskBatchEngine(backend))
+    assert np.abs(unit_scores(one, 0, units) - exact).max() > 0.1 * np.abs(exact).max()
+
+
+@pytest.mark.parametrize("permutations", [6, 7])
+def test_shapley_sampling_equals_its_reference_with_units_and_shares_the_ends(permutations: int) -> None:
+    """Odd permutations: the last drawn order goes without its reverse."""
     backend = LookupBackend(nonlinear_model(6, num_labels=3), num_labels=3)
     plain = random_batch(9, [9, 4, 1], premasked=1, num_labels=3)
     batch = with_ids(plain, word_units(plain))
-    permutations = 6
     engine = MaskBatchEngine(backend)
     scores = ShapleySamplingSign(permutations, seed=SEED).explain(batch, engine)
     distinct = 0
     for row, example in enumerate(batch.example_ids):
         value, n, units = row_values(backend, batch, row)
-        orders = draw_permutations(n, permutations, np.random.default_rng([SEED, int(example)]))
+        drawn = draw_permutations(n, (permutations + 1) // 2, np.random.default_rng([SEED, int(example)]))
         np.testing.assert_allclose(
-            unit_scores(scores, row, units), shapley_sampling_reference(value, n, orders), atol=1e-12
+            unit_scores(scores, row, units),
+            shapley_sampling_reference(value, n, permutations, drawn),
+            atol=1e-12,
         )
+        orders = antithetic_permutations(n, permutations, np.random.default_rng([SEED, int(example)]))
+        assert len(orders) == permutations
         if n:  # an example with nothing to mask sends no row
             distinct += len({frozenset(order[:k].tolist()) for order in orders for k in range(n + 1)})
     # one forward pass per distinct masked row: ∅ and M once per example, not once per permutation

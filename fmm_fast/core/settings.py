@@ -28,6 +28,7 @@ from fmm_fast.data.local import LOCAL_LR, is_local_dataset
 from fmm_fast.data.masking import DEFAULT_STRATEGY, TRAINING_BATCH_SIZE, check_strategy
 from fmm_fast.data.options import DataOptions
 from fmm_fast.data.units import DEFAULT_UNIT
+from fmm_fast.measures.path_names import measure_entry
 from fmm_fast.measures.spec import MeasureSpec, resolve_measure, resolve_measures, typed_options
 from fmm_fast.protocols.masf.components import DEFAULT_SPLIT_COMPONENTS, check_components
 from fmm_fast.training.base_models import TINY_ROBERTA
@@ -364,7 +365,7 @@ class MasfSettings(ResumableSettings):
         """Where the evaluation saved the masked sets of `measure`; None for random masking."""
         if self.evaluation is None or self.measure is None:
             return None
-        return Path(self.evaluation) / "masked" / self.measure
+        return measure_entry(Path(self.evaluation) / "masked", self.measure)
 
     def fingerprint_fields(self) -> dict[str, Any]:
         """RunSettings' fields and the content of the saved masked sets it tests (an evaluation rerun with

@@ -51,8 +51,12 @@ def exact_shapley(value: ValueFn, n: int) -> np.ndarray:
     return phi
 
 
-def shapley_sampling_reference(value: ValueFn, n: int, orders: np.ndarray) -> np.ndarray:
-    """(n,) the mean over the permutations `orders` (S, n) of each unit's gain when it joins its prefix."""
+def shapley_sampling_reference(value: ValueFn, n: int, permutations: int, drawn: np.ndarray) -> np.ndarray:
+    """(n,) the mean, over `permutations` orders, of each unit's gain when it joins its prefix: the drawn
+    orders `drawn` ((⌈permutations/2⌉, n)) and each one reversed (but the last one when permutations is
+    odd)."""
+    orders = [list(order) for order in drawn]
+    orders += [order[::-1] for order in orders[: permutations // 2]]
     phi = np.zeros(n)
     for order in orders:
         prefix: set[int] = set()
@@ -63,10 +67,11 @@ def shapley_sampling_reference(value: ValueFn, n: int, orders: np.ndarray) -> np
     return phi / len(orders)
 
 
-def kernel_shap_reference(value: ValueFn, n: int, samples: int, sampled: np.ndarray) -> np.ndarray:
+def kernel_shap_reference(value: ValueFn, n: int, samples: int, drawn: np.ndarray) -> np.ndarray:
     """(n,) the KernelSHAP fit: every proper non-empty coalition with its kernel weight when 2ⁿ − 2 ≤
-    samples, else the drawn coalitions `sampled` ((N, n) bool, without ∅ and M) with weight 1 each; solved
-    with a Lagrange multiplier for Σφ = v(M) − v(∅) (the KKT system)."""
+    samples, else `samples` coalitions with weight 1 each: the drawn ones `drawn` ((⌈samples/2⌉, n) bool)
+    and the complement of each (but the last one's when samples is odd); solved with a Lagrange multiplier
+    for Σφ = v(M) − v(∅) (the KKT system)."""
     empty, full = value(frozenset()), value(frozenset(range(n)))
     if 2**n - 2 <= samples:
         rows = [
@@ -75,7 +80,9 @@ def kernel_shap_reference(value: ValueFn, n: int, samples: int, sampled: np.ndar
             for subset in itertools.combinations(range(n), size)
         ]
     else:
-        rows = [(frozenset(np.flatnonzero(keep).tolist()), 1.0) for keep in sampled]
+        kept = [frozenset(np.flatnonzero(keep).tolist()) for keep in drawn]
+        complements = [frozenset(range(n)) - z for z in kept[: samples // 2]]
+        rows = [(z, 1.0) for z in kept + complements]
     kkt = np.zeros((n + 1, n + 1))
     right = np.zeros(n + 1)
     for kept, weight in rows:

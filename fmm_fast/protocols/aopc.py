@@ -41,7 +41,7 @@ from fmm_fast.protocols.curve_stats import (
     bootstrap_ci,
     format_ci,
 )
-from fmm_fast.protocols.erasure import engine_chooser, explain_split
+from fmm_fast.protocols.erasure import engine_chooser, explain_split, measure_state_path
 
 RUN_KIND = "aopc"
 RECORD_KIND = "peer-metrics"
@@ -145,7 +145,7 @@ def run_peer_evaluation(
     specs = {spec.name: spec for spec in settings.specs}  # rand first
     per_measure: dict[str, tuple[list[PeerScores], dict]] = {}
     for name in [*specs, *(e.name for e in external)]:
-        state_path = run_dir / "state" / f"{name}.json"
+        state_path = measure_state_path(run_dir, name)
         saved = read_state(state_path, MEASURE_STATE, lambda state: len(state["examples"]) == len(split))
         if saved is not None:
             per_measure[name] = ([PeerScores.from_state(e) for e in saved["examples"]], saved["about"])

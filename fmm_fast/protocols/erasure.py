@@ -29,6 +29,7 @@ from fmm_fast.data.base import TextDataset
 from fmm_fast.data.masking import masked_count
 from fmm_fast.measures.base import ExplainBatch, Measure
 from fmm_fast.measures.guard import checked_scores
+from fmm_fast.measures.path_names import measure_entry
 from fmm_fast.measures.spec import BASELINE, MeasureSpec
 from fmm_fast.protocols.curve_stats import RATIOS, acu_racu_against_baseline
 
@@ -249,7 +250,7 @@ def save_masked_step(
     out_dir: Path, name: str, ratio: float, erased: list[np.ndarray], labels: np.ndarray
 ) -> None:
     """`--save-masked`: the masked test set of one measure at one ratio, for `fmm-fast masf --measure`."""
-    folder = out_dir / "masked" / name
+    folder = measure_entry(out_dir / "masked", name)
     folder.mkdir(parents=True, exist_ok=True)
     save_ragged(folder / f"ratio-{ratio:.1f}.npz", erased, labels=labels)
 
@@ -328,7 +329,7 @@ MEASURE_STATE = {
 def measure_state_path(out_dir: Path, name: str) -> Path:
     """Where the one-process erasure run in `out_dir` (an evaluation's seed directory) keeps a measure's
     state ("shared": the points every measure shares)."""
-    return out_dir / "state" / f"{name}.json"
+    return measure_entry(out_dir / "state", name, ".json")
 
 
 def saved_unmasked_scores(out_dir: Path, measure: str) -> list[np.ndarray] | None:

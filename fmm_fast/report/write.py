@@ -17,6 +17,7 @@ from fmm_fast.core.outputs import claim_directory, finish_run
 from fmm_fast.core.records import ensure_writable, write_record
 from fmm_fast.core.writing import write_text
 from fmm_fast.data.units import DEFAULT_UNIT
+from fmm_fast.measures.path_names import path_name
 from fmm_fast.report.aggregate import CurveScores, Estimate, GroupReport, Report, aggregate
 from fmm_fast.report.check import CHECK_TABLE, load_checks, render_check_markdown
 from fmm_fast.report.load import read_results
@@ -178,7 +179,7 @@ STEM_CHARACTERS = 120  # a figure's name stays far below the file systems' 255 b
 
 def _file_stem(*parts: str) -> str:
     """The parts as a file name's stem; a long one is cut and told apart by a hash of the parts."""
-    stem = "-".join(re.sub(r"[^A-Za-z0-9_.-]+", "_", part) for part in parts)
+    stem = "-".join(re.sub(r"[^A-Za-z0-9_.@-]+", "_", part) for part in parts)
     if len(stem) <= STEM_CHARACTERS:
         return stem
     return f"{stem[:STEM_CHARACTERS]}-{hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:12]}"
@@ -206,7 +207,7 @@ def roar_figures(roar: RoarReport) -> list[tuple[RoarGroup, str, str]]:
         mode = "recursive" if group.recursive else "non-recursive"
         for name in group.names:
             if name != BASELINE_MEASURE:
-                stem = _file_stem(group.dataset, group.strategy, mode, name)
+                stem = _file_stem(group.dataset, group.strategy, mode, path_name(name))
                 figures.append((group, name, f"roar-{stem}.png"))
     return figures
 

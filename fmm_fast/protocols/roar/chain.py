@@ -22,6 +22,7 @@ from fmm_fast.core.outputs import claim_part
 from fmm_fast.core.records import Stopwatch
 from fmm_fast.core.settings import RoarSettings
 from fmm_fast.data.base import TextDataset
+from fmm_fast.measures.path_names import measure_entry
 from fmm_fast.measures.spec import MeasureSpec
 from fmm_fast.protocols.roar.explaining import Passes, explain_dataset
 from fmm_fast.protocols.roar.masking import (
@@ -87,7 +88,7 @@ class Chain:
         self.spec = spec
         self.measure = spec.name
         self.data = data
-        self.folder = seed_dir(out, seed) / spec.name
+        self.folder = measure_entry(seed_dir(out, seed), spec.name)
         self.report = report or (lambda *_: None)
         self.on_batch = on_batch
         self.progress = progress  # training's own progress bar

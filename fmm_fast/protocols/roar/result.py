@@ -12,6 +12,7 @@ import numpy as np
 from fmm_fast.core.machine import machine_record
 from fmm_fast.core.records import versions
 from fmm_fast.core.settings import RoarSettings
+from fmm_fast.measures.path_names import measure_entry
 from fmm_fast.measures.spec import BASELINE
 from fmm_fast.protocols.curve_stats import acu_racu_against_baseline
 from fmm_fast.protocols.roar.steps import read_step, seed_dir, step_name
@@ -27,7 +28,7 @@ def seed_records(
     root = seed_dir(out, seed)
     first = read_step(root / step_name(0.0))
     return {
-        name: [first, *(read_step(root / name / step_name(r)) for r in settings.ratios()[1:])]
+        name: [first, *(read_step(measure_entry(root, name) / step_name(r)) for r in settings.ratios()[1:])]
         for name in names
     }
 

@@ -30,6 +30,7 @@ from fmm_fast.core.writing import replacing
 from fmm_fast.data.base import SPLIT_NAMES, TextDataset
 from fmm_fast.data.tokenization import encode_split
 from fmm_fast.measures.base import PassCount
+from fmm_fast.measures.path_names import measure_entry
 from fmm_fast.measures.spec import MeasureSpec
 from fmm_fast.protocols.erasure import evaluate_model
 from fmm_fast.protocols.roar.chain import Chain, SeedData
@@ -266,7 +267,8 @@ def announce(settings: RoarSettings, out: Path, data: SeedData) -> str:
 def claim_seed(settings: RoarSettings, out: Path, seed: int) -> None:
     """Claim OUT/seed-S (listed by the run's marker) for its shared steps, its erasure and its chains."""
     shared = [step_name(0.0), step_name(1.0), ERASURE_DIR]
-    claim_part(seed_dir(out, seed), ROAR_KIND, {"seed": seed}, [*shared, *(s.name for s in settings.specs)])
+    chains = [measure_entry(seed_dir(out, seed), spec.name).name for spec in settings.specs]
+    claim_part(seed_dir(out, seed), ROAR_KIND, {"seed": seed}, [*shared, *chains])
 
 
 class RoarRun:

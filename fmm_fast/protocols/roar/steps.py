@@ -3,8 +3,9 @@ masked dataset was identical (same digest), so no dataset is trained on twice.
 
 OUT/seed-S/step-000/ and OUT/seed-S/step-100/ are train() output directories (model/, run.json) plus the
 step's record.json: the model trained on the unmasked data and the one on the fully masked data, shared by
-every measure. OUT/seed-S/MEASURE/step-RRR/ holds record.json, dataset.npz (the masked dataset the next
-step starts from) and, when this step trained a model, train/ (model/, run.json).
+every measure. OUT/seed-S/MEASURE/step-RRR/ (MEASURE: the measure's path name, measures/path_names.py) holds
+record.json, dataset.npz (the masked dataset the next step starts from) and, when this step trained a
+model, train/ (model/, run.json).
 
 Every level has a run marker (core.outputs) listing what the run writes there: OUT/seed-S (claim_seed),
 OUT/seed-S/MEASURE and its steps (claim_part), the trainings' own (with record.json added), so --overwrite

@@ -1,16 +1,19 @@
 """int-grad's speed now against an older commit of fmm-fast, on the same batches, in the same run.
 
-    .venv/bin/python bench/int_grad_versions.py --old-tree DIR [--sentences N] [--ig-steps K]
+    taskset -c 1 .venv/bin/python bench/int_grad_versions.py --old-tree DIR [--sentences N] [--ig-steps K]
         [--rounds R] [--measure NAME] [--json PATH] [--cache DIR] [--quick]
 
-DIR is a checkout of the older commit (`git worktree add --detach /tmp/ig-old 13401b2`). The parent
+DIR is a checkout of the older commit (`git worktree add --detach /tmp/ig-old 13401b2`; default: this
+checkout, against itself). The parent
 tokenizes the movie-snippets test sentences once and writes the padded batches (as explain_split makes
 them: 32 rows of similar length) to one .npz; each round then starts one process per tree (PYTHONPATH
 selects the code; the same interpreter, torch and model) that loads the model, explains every batch with
 the measure's default options but `ig_steps`, and reports its seconds (model loading and one warm-up batch
 excluded) and its scores. Rows: each tree's best wall and CPU seconds over the rounds, their ratios old/new,
 and the largest score difference between the trees (the speed-up must not change the scores). Pin the run
-(`taskset -c 1`) on a shared machine: the child processes inherit it.
+(`taskset -c 1`) on a shared machine: the child processes inherit it; the CPU-time ratio is the one a
+busy machine disturbs least. --quick: the tiny model, 8 short sentences, 4 steps, one round, this checkout
+against itself unless --old-tree (it only shows that the script runs).
 """
 
 from __future__ import annotations
@@ -106,7 +109,7 @@ def main() -> None:
     from common import bench_parser, machine_line, model_for, test_sentences, write_record
 
     parser = bench_parser(__doc__, repeat=False)
-    parser.add_argument("--old-tree", type=Path, required=True, help="a checkout of the older commit")
+    parser.add_argument("--old-tree", type=Path, help="a checkout of the older commit (default: this one)")
     parser.add_argument("--sentences", type=int, default=100, help="movie-snippets test sentences (100)")
     parser.add_argument("--ig-steps", type=int, default=20, help="int-grad's K (20, the default)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per tree (3)")
@@ -117,7 +120,7 @@ def main() -> None:
     model = model_for(args)
     split = test_sentences(model.tokenizer, args.sentences, short=args.quick)
     new_tree = Path(__file__).resolve().parent.parent
-    trees = {"old": args.old_tree.resolve(), "new": new_tree}
+    trees = {"old": (args.old_tree or new_tree).resolve(), "new": new_tree}
     seconds: dict[str, dict[str, list[float]]] = {name: {"wall": [], "cpu": []} for name in trees}
     with tempfile.TemporaryDirectory(prefix="int-grad-versions-") as folder:
         batches = Path(folder) / "batches.npz"

@@ -147,12 +147,12 @@ def main() -> None:
         write_record(
             args.json,
             {
+                "trees": {name: str(tree) for name, tree in trees.items()},
+                "measure": args.measure,
                 "machine": machine_line(),
                 "model": model.description,
                 "sentences": len(split),
-                "measure": args.measure,
                 "ig_steps": args.ig_steps,
-                "trees": {name: str(tree) for name, tree in trees.items()},
                 "seconds": seconds,
                 "ratio_best": ratios,
                 "max_score_difference": difference,

@@ -142,6 +142,7 @@ QUICK_RUNS = (
     QuickRun("gpu_check.py", model_bench("gpu_check"), needs_cuda),
     QuickRun("bench_long_document.py", model_bench("bench_long_document")),
     QuickRun("profile_int_grad.py", model_bench("profile_int_grad")),
+    QuickRun("int_grad_versions.py", model_bench("int_grad_versions")),
     QuickRun("bench_masf_ties.py", json_only("bench_masf_ties")),
     QuickRun("bench_masf_calibration.py", json_only("bench_masf_calibration")),
     # one data set, one seed: a plain and a masked tiny model of 400 examples, one epoch each

@@ -1,6 +1,7 @@
 """The mask-batch engine on a recording lookup backend: packing, de-duplication, the cache, EngineStats."""
 
 import itertools
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -230,4 +231,10 @@ def test_batches_of_long_rows_hand_freed_memory_back(monkeypatch):
     long = distinct_rows(22, [engine_module.LONG_ROW_TOKENS, engine_module.LONG_ROW_TOKENS + 3])
     MaskBatchEngine(backend, token_budget=engine_module.LONG_ROW_TOKENS).logits(long)
     assert len(calls) == 2  # one per batch of long rows
+    backend.info = replace(backend.info, hidden_size=engine_module.LARGE_BATCH_VALUES // 80)
+    calls.clear()
+    MaskBatchEngine(backend, token_budget=100).logits(distinct_rows(23, [30, 31, 32, 33, 34]))
+    # batches (3, 32) and (2, 34): 96 tokens of short rows × the width reach LARGE_BATCH_VALUES, 68 do not
+    assert [ids.shape for ids, _ in backend.batches[-2:]] == [(3, 32), (2, 34)]
+    assert len(calls) == 1
     assert _malloc_trim() is not None  # glibc (Linux, where these tests run) has it: the call does work

@@ -36,6 +36,10 @@ DEFAULT_CACHE_MB = 256
 # Rows at least this long make batches whose freed buffers the engine hands back to the operating system
 # (core/heap.py): long documents' runs stay flat; short rows' many small batches skip the call.
 LONG_ROW_TOKENS = 512
+# So do batches whose hidden states hold at least this many values (rows × length × width), whatever their
+# rows' length: their feed-forward buffers are megabytes each. MiniLM explaining 100 documents cut to 128
+# tokens (full 2,048-token batches) left ~110 MB of freed pages resident; a trim costs about a millisecond.
+LARGE_BATCH_VALUES = 1 << 19
 KEY_BYTES = 16  # blake2b digest of a row's token ids
 # What an entry costs beyond its arrays' data: the key's bytes object, each ndarray's header, the dict slot
 # (CPython 3.11, 64-bit: 49 + 112 per array + about 100); an estimate, so the budget is honest, not exact.
@@ -173,7 +177,10 @@ class MaskBatchEngine:
             self.stats.forward_rows += len(rows)
             self.stats.forward_tokens += real
             self.stats.padded_tokens += attention_mask.size - real
-            if input_ids.shape[1] >= LONG_ROW_TOKENS:
+            if (
+                input_ids.shape[1] >= LONG_ROW_TOKENS
+                or input_ids.size * self.info.hidden_size >= LARGE_BATCH_VALUES
+            ):
                 release_free_heap()
             if progress is not None:
                 progress.update(len(rows))

@@ -19,7 +19,7 @@ from fmm_fast.core.reading import READ_ERRORS, LineError, json_lines, shape_erro
 from fmm_fast.core.records import dumps_record, restore_non_finite
 from fmm_fast.core.settings import EngineOptions
 from fmm_fast.core.writing import replacing
-from fmm_fast.data.tokenization import cut_to
+from fmm_fast.data.tokenization import cut_to, encode_in_chunks
 from fmm_fast.data.units import DEFAULT_UNIT
 from fmm_fast.measures.base import Measure
 from fmm_fast.measures.spec import MeasureSpec
@@ -162,7 +162,7 @@ def token_offsets(
     texts) gets empty lists: nothing is better than offsets of other tokens."""
     inputs = [(text, pair) if pair is not None else text for text, pair in texts]
     located = []
-    for encoding, ids in zip(tokenizer.encode_batch(inputs), input_ids, strict=True):
+    for encoding, ids in zip(encode_in_chunks(tokenizer, inputs), input_ids, strict=True):
         if list(encoding.ids) != [int(i) for i in ids]:
             located.append(([], []))
             continue

@@ -9,8 +9,8 @@ import pytest
 from tokenizers import Tokenizer
 
 import fmm_fast.data.tokenization as tokenization
-from fmm_fast.api.batches import token_offsets
 from fmm_fast.data.tokenization import ENCODE_CHUNK, cut_to, encode_texts
+from fmm_fast.protocols.explanations import token_offsets
 from fmm_fast.training.models import train_tiny_tokenizer
 
 SENTENCES = ["the cat sat on the mat.", "Mary went to the kitchen.", "where is the ball? it is here."]

@@ -48,7 +48,7 @@ def _register() -> None:
 @functools.cache
 def _command() -> typer.core.TyperGroup:
     """The click group of every command, built once per process: typer builds it afresh at every
-    `app(...)` call (a tenth of a second, paid by every in-process call such as the API's and the tests')."""
+    `app(...)` call (about 10 ms, paid by every in-process call: the API's and the tests')."""
     _register()
     return typer.main.get_command(app)
 

@@ -7,6 +7,12 @@ import pytest
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# OpenMP threads (Numba's parallel kernels, PyTorch) sleep when they wait instead of spinning: beside the
+# other test worker, a kernel's second thread waits for a core while the first spins, at each of the tens of
+# thousands of small kernel calls some tests make (test_masf.py's split-calibration validity check: 115 CPU s
+# spinning, 2.6 s passive, on a busy 2-core machine). Set here, before either library starts its threads;
+# the subprocesses the tests start inherit it. Only how a waiting thread waits changes, no result.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 # The files that take longest (docs/results/tests.md), slowest first. `make test` hands whole files to its
 # workers in collection order (--dist loadfile --no-loadscope-reorder): started first, they run beside the

@@ -218,17 +218,18 @@ def test_only_the_disks_errors_become_one_line(tmp_path, capfd, monkeypatch):
     assert (raised.value.errno, raised.value.filename) == (errno.EROFS, str(target))
 
     def failing(error: OSError):
-        def app(**_: object) -> None:
+        """In place of cli._command: the command it gives raises `error`."""
+
+        def command(**_: object) -> None:
             raise error
 
-        return app
+        return lambda: command
 
-    monkeypatch.setattr(cli, "_register", lambda: None)
-    monkeypatch.setattr(cli, "app", failing(OSError(errno.EDQUOT, "Disk quota exceeded", str(target))))
+    monkeypatch.setattr(cli, "_command", failing(OSError(errno.EDQUOT, "Disk quota exceeded", str(target))))
     assert main(["evaluate"]) == 2
     err = capfd.readouterr().err
     assert len(err.splitlines()) == 1 and f"{target}: Disk quota exceeded; your disk quota" in err, err
     for bug in (FileNotFoundError(errno.ENOENT, "No such file", str(target)), OSError(errno.ENOSPC, "full")):
-        monkeypatch.setattr(cli, "app", failing(bug))
+        monkeypatch.setattr(cli, "_command", failing(bug))
         with pytest.raises(OSError):
             main(["evaluate"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import signal
@@ -14,7 +15,7 @@ import numpy as np
 import pytest
 
 from fmm_fast.cli import main
-from fmm_fast.core.digest import CACHE_FILE, content_sha256
+from fmm_fast.core.digest import cache_bucket, content_sha256
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.outputs import (
     RUN_MARKER,
@@ -103,9 +104,10 @@ def test_the_lock_is_released_when_its_holder_is_killed(tmp_path):
 
 def test_content_digest_follows_content_and_uses_its_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    cache_file = tmp_path / "cache" / "fmm-fast" / CACHE_FILE
     model = tmp_path / "m.onnx"
     model.write_bytes(b"first model")
+    cache_file = cache_bucket(model)
+    assert cache_file.parent == tmp_path / "cache" / "fmm-fast" / "sha256"
     first = content_sha256(model)
     cache = json.loads(cache_file.read_text())
     assert cache[str(model.resolve())][-1] == first
@@ -127,6 +129,26 @@ def test_content_digest_follows_content_and_uses_its_cache(tmp_path, monkeypatch
     before = content_sha256(checkpoint)
     (checkpoint / "model.safetensors").write_bytes(b"weights, retrained")
     assert content_sha256(checkpoint) != before
+
+
+def test_the_digest_cache_forgets_files_that_are_gone(tmp_path, monkeypatch):
+    """A bucket of the cache keeps the entries of existing files only, so it does not grow with every
+    file ever hashed (temporary files, deleted runs)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    gone = tmp_path / "gone.onnx"
+    gone.write_bytes(b"gone")
+    content_sha256(gone)
+    bucket = cache_bucket(gone)
+    for number in itertools.count():  # another file of the same bucket
+        other = tmp_path / f"other-{number}.onnx"
+        if cache_bucket(other) == bucket:
+            break
+    other.write_bytes(b"other")
+    assert str(gone.resolve()) in json.loads(bucket.read_text())
+    gone.unlink()
+    content_sha256(other)
+    entries = json.loads(bucket.read_text())
+    assert str(gone.resolve()) not in entries and str(other.resolve()) in entries
 
 
 def test_labels_match_by_name_or_by_the_users_map():

@@ -7,9 +7,11 @@ A command module imports what loads Numba, SciPy, matplotlib or a backend inside
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
 
+import typer
 from typer.core import TyperCommand
 
 from fmm_fast.cli.app import app
@@ -43,6 +45,14 @@ def _register() -> None:
             command.cls = OnceCommand
 
 
+@functools.cache
+def _command() -> typer.core.TyperGroup:
+    """The click group of every command, built once per process: typer builds it afresh at every
+    `app(...)` call (about 10 ms, paid by every in-process call: the API's and the tests')."""
+    _register()
+    return typer.main.get_command(app)
+
+
 def _usage_error_types() -> tuple[tuple[type, ...], tuple[type, ...]]:
     """(usage-error classes, abort classes) of click and of the click copy typer may vendor."""
     import click
@@ -65,9 +75,10 @@ def _one_line(message: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    _register()
     try:
-        code = app(args=argv, standalone_mode=False)  # without standalone mode, typer.Exit(n) returns n
+        # without standalone mode, typer.Exit(n) returns n; what `app(...)` adds to the call is the pretty
+        # tracebacks, which the app turns off
+        code = _command()(args=argv, standalone_mode=False)
     except UserError as error:
         print(f"fmm-fast: error: {_one_line(error.command_message)}", file=sys.stderr)
         return 2

@@ -3,10 +3,15 @@ masked sets, a hub dataset's loaded splits), for run fingerprints and for the ca
 
 Re-exporting another model to the same path, or editing a data file, must not resume the old run, so
 fingerprints hold the input's sha256, not its path. Hashing a large file takes a while, so digests are
-cached per file in CACHE_FILE under $XDG_CACHE_HOME (default ~/.cache)/fmm-fast, keyed by the file's
+cached per file under $XDG_CACHE_HOME (default ~/.cache)/fmm-fast/CACHE_FOLDER, keyed by the file's
 size, modification time, inode and status-change time: `cp -p`, `mv` and `rsync -a` can give a new
 content an old size and mtime, but a new content always has a new inode or a new ctime (which no user
 call can set back).
+
+The cache is split into BUCKETS files by a hash of the file's path, and a bucket drops the entries of
+files that no longer exist when it is written: a digest reads and rewrites only its files' buckets, so
+its cost does not grow with every file ever hashed (one file of them all, read and rewritten at every
+digest, grew to megabytes and took most of a short command's time).
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ from pathlib import Path
 from fmm_fast.core.errors import UserError
 from fmm_fast.core.writing import write_text
 
-CACHE_FILE = "sha256.json"
+CACHE_FOLDER = "sha256"
+BUCKETS = 256  # a digest of one file reads and rewrites about 1/256 of the cache
 _CHUNK = 1 << 20
 
 
@@ -30,8 +36,10 @@ def cache_directory() -> Path:
     return Path(root) / "fmm-fast"
 
 
-def _cache_path() -> Path:
-    return cache_directory() / CACHE_FILE
+def cache_bucket(path: Path) -> Path:
+    """The bucket file that caches the digest of the file at `path` (chosen by its resolved path)."""
+    number = int(hashlib.sha256(str(path.resolve()).encode()).hexdigest(), 16) % BUCKETS
+    return cache_directory() / CACHE_FOLDER / f"{number:02x}.json"
 
 
 def _read_cache(path: Path) -> dict[str, list]:
@@ -43,10 +51,12 @@ def _read_cache(path: Path) -> dict[str, list]:
 
 
 def _write_cache(path: Path, cache: dict[str, list]) -> None:
-    """Atomic and best effort: a cache that cannot be written only costs time."""
+    """Atomic and best effort: a cache that cannot be written only costs time. The entries of files that
+    are gone are left out."""
+    live = {key: entry for key, entry in cache.items() if os.path.exists(key)}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_text(path, json.dumps(cache))
+        write_text(path, json.dumps(live))
     except OSError:
         pass
 
@@ -84,16 +94,24 @@ def content_sha256(path: str | Path) -> str:
         files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
     else:
         raise UserError(f"'{path}' does not exist; check the path")
-    cache_path = _cache_path()
-    cache = _read_cache(cache_path)
-    before = dict(cache)
+    caches: dict[Path, dict[str, list]] = {}  # bucket file -> its entries, read once
+    before: dict[Path, dict[str, list]] = {}
+    digests = []
     try:
-        digests = [(str(p.relative_to(path)) if p != path else "", file_sha256(p, cache)) for p in files]
+        for file in files:
+            bucket = cache_bucket(file)
+            if bucket not in caches:
+                caches[bucket] = _read_cache(bucket)
+                before[bucket] = dict(caches[bucket])
+            digests.append(
+                (str(file.relative_to(path)) if file != path else "", file_sha256(file, caches[bucket]))
+            )
     except OSError as error:
         where = error.filename or path
         raise UserError(f"cannot read '{where}' ({error.strerror}); check the path") from None
-    if cache != before:
-        _write_cache(cache_path, cache)
+    for bucket, cache in caches.items():
+        if cache != before[bucket]:
+            _write_cache(bucket, cache)
     if path.is_file():
         return digests[0][1]
     return hashlib.sha256(json.dumps(digests).encode()).hexdigest()

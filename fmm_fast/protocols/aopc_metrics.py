@@ -15,7 +15,6 @@ from dataclasses import asdict, dataclass
 from decimal import ROUND_HALF_UP, Decimal
 
 import numpy as np
-import scipy.stats
 
 from fmm_fast.backends.base import Backend
 from fmm_fast.backends.engine import MaskBatchEngine
@@ -55,6 +54,8 @@ def kendall_tau_b(scores: np.ndarray, drops: np.ndarray) -> tuple[float, str | N
         return float("nan"), "constant explanation scores"
     if np.all(drops == drops[0]):
         return float("nan"), "constant leave-one-out drops"
+    import scipy.stats  # a second of imports: only `fmm-fast aopc` computes τ, and fmm_fast.api imports this
+
     return float(scipy.stats.kendalltau(scores, drops, variant="b").statistic), None
 
 
@@ -251,6 +252,8 @@ def peer_metrics_reference(
     alone through `backend`; k_q by decimal rounding, τ-b by scipy. Returns per example
     {"comprehensiveness": [10], "sufficiency": [10], "tau_loo": float} and the forward passes run.
     """
+    import scipy.stats
+
     mask_id = backend.info.mask_id
     passes = 0
     nan = float("nan")

@@ -8,7 +8,6 @@ from collections.abc import Mapping, Sequence
 
 import numba
 import numpy as np
-import scipy.stats
 
 from fmm_fast.measures.spec import BASELINE
 
@@ -114,6 +113,8 @@ def bootstrap_ci(values: np.ndarray, confidence: float = 0.95, seed: int = 0) ->
         return mean, math.nan, math.nan
     if np.all(values == values[0]):
         return float(values[0]), float(values[0]), float(values[0])
+    import scipy.stats  # a second of imports, for the commands that aggregate seeds (report) only
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", scipy.stats.DegenerateDataWarning)
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -147,6 +148,8 @@ def format_ci(mean: float, low: float, high: float) -> str:
 
 def proportion_interval(proportion: float, n: int, confidence: float = 0.95) -> tuple[float, float]:
     """Wilson score interval of a proportion (e.g. accuracy) measured on n examples."""
+    import scipy.stats  # a second of imports: not for the commands that never need an interval
+
     z = float(scipy.stats.norm.ppf(0.5 + confidence / 2))
     shrink = 1 + z * z / n
     center = (proportion + z * z / (2 * n)) / shrink
